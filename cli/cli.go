@@ -1,0 +1,176 @@
+// Package cli is toolgate's command line. Main runs it; a user who wants
+// their own extensions in the gateway writes a three-line main that calls
+// Main with them, without forking the project.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// Main runs the toolgate command line with os.Args and exits. exts are
+// extra extensions served by every command that builds a gateway.
+func Main(exts ...extension.Extension) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr, exts...)
+	stop()
+	os.Exit(code)
+}
+
+// Run runs one command and returns the process exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...extension.Extension) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = runServe(ctx, args, stderr, exts)
+	case "tools":
+		err = runTools(ctx, args, stdout, stderr, exts)
+	case "search":
+		err = runSearch(ctx, args, stdout, stderr, exts)
+	case "version":
+		fmt.Fprintln(stdout, "toolgate", gateway.Version)
+	case "help", "-h", "--help":
+		usage(stdout)
+	default:
+		fmt.Fprintf(stderr, "toolgate: unknown command %q\n\n", cmd)
+		usage(stderr)
+		return 2
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "toolgate %s: %v\n", cmd, err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "toolgate %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `toolgate: an MCP gateway with tool search, a discovery gate and filter pipelines.
+
+Usage:
+  toolgate [serve] --config FILE [--listen 127.0.0.1:PORT]   serve MCP over stdio (default) or HTTP at /mcp
+  toolgate tools   --config FILE                              list the indexed tools
+  toolgate search  --config FILE [--top-k N] "query"          run one search from the shell
+  toolgate version
+
+Common flags:
+  --config FILE     config (else $TOOLGATE_CONFIG, ~/.config/toolgate/config.json, ./config.json)
+  --state-dir DIR   where toolgate persists state (default ~/.local/state/toolgate)
+  --log-level L     debug, info, warn or error (default info); logs go to stderr
+`)
+}
+
+type usageError struct{ error }
+
+// common holds the flags every gateway-building command takes.
+type common struct {
+	config   string
+	stateDir string
+	logLevel string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "", "config file")
+	fs.StringVar(&c.stateDir, "state-dir", "", "state directory (default ~/.local/state/toolgate)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("toolgate "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+// open loads the config and builds a gateway.
+func (c *common) open(ctx context.Context, stderr io.Writer, exts []extension.Extension) (*gateway.Gateway, *slog.Logger, error) {
+	log, err := newLogger(stderr, c.logLevel)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	path, err := config.Find(c.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	stateDir, err := resolveStateDir(c.stateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("starting", "config", cfg.Path, "state_dir", stateDir, "servers", len(cfg.Servers))
+	g, err := gateway.New(ctx, gateway.Options{Config: cfg, StateDir: stateDir, Logger: log, Extensions: exts})
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, log, nil
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func resolveStateDir(flagValue string) (string, error) {
+	dir := flagValue
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no --state-dir given and no home directory: %v", err)
+		}
+		dir = filepath.Join(home, ".local", "state", "toolgate")
+	}
+	if strings.HasPrefix(dir, "~/") {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(home, dir[2:])
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("state dir: %v", err)
+	}
+	return abs, nil
+}

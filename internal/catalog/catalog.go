@@ -1,0 +1,213 @@
+// Package catalog is the registry of upstream tools: every tool of every
+// connected server under its qualified name server__tool, kept in step with
+// the search index.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/search"
+)
+
+// Sep joins a server name and a tool name into a qualified name.
+const Sep = "__"
+
+// Qualify returns server__tool.
+func Qualify(server, tool string) string { return server + Sep + tool }
+
+// Split splits a qualified name at its first "__". Server names never
+// contain "__", so the first one is the boundary even when the tool's own
+// name contains "__".
+func Split(qualified string) (server, tool string, ok bool) {
+	server, tool, ok = strings.Cut(qualified, Sep)
+	if !ok || server == "" || tool == "" {
+		return "", "", false
+	}
+	return server, tool, true
+}
+
+// Tool is one upstream tool.
+type Tool struct {
+	Server    string
+	Name      string
+	Qualified string
+	// Def is the upstream's definition, with the upstream's own name.
+	Def *mcp.Tool
+}
+
+// Match is a tool found by a search.
+type Match struct {
+	*Tool
+	Score float64
+}
+
+// Catalog holds the tools of every server. It is safe for concurrent use.
+type Catalog struct {
+	index search.Index
+
+	mu      sync.RWMutex
+	servers map[string][]*Tool
+	tools   map[string]*Tool
+}
+
+// New returns an empty catalog that keeps idx in step.
+func New(idx search.Index) *Catalog {
+	return &Catalog{index: idx, servers: map[string][]*Tool{}, tools: map[string]*Tool{}}
+}
+
+// Index returns the search index behind the catalog.
+func (c *Catalog) Index() search.Index { return c.index }
+
+// SetServer replaces the tools of server with defs and re-indexes them.
+// Definitions without a name, and duplicates, are skipped with an error
+// listing them; the rest are kept.
+func (c *Catalog) SetServer(ctx context.Context, server string, defs []*mcp.Tool) error {
+	tools := make([]*Tool, 0, len(defs))
+	docs := make([]search.Doc, 0, len(defs))
+	seen := map[string]bool{}
+	var bad []string
+	for _, d := range defs {
+		if d == nil || d.Name == "" {
+			bad = append(bad, "a tool without a name")
+			continue
+		}
+		if seen[d.Name] {
+			bad = append(bad, fmt.Sprintf("duplicate tool %q", d.Name))
+			continue
+		}
+		seen[d.Name] = true
+		t := &Tool{Server: server, Name: d.Name, Qualified: Qualify(server, d.Name), Def: d}
+		tools = append(tools, t)
+		docs = append(docs, DocOf(t))
+	}
+	if err := c.index.Set(ctx, server, docs); err != nil {
+		return fmt.Errorf("index %s: %w", server, err)
+	}
+	c.mu.Lock()
+	for _, t := range c.servers[server] {
+		delete(c.tools, t.Qualified)
+	}
+	c.servers[server] = tools
+	for _, t := range tools {
+		c.tools[t.Qualified] = t
+	}
+	c.mu.Unlock()
+	if len(bad) > 0 {
+		return fmt.Errorf("server %s listed %s; skipped", server, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// RemoveServer drops every tool of server.
+func (c *Catalog) RemoveServer(server string) {
+	c.index.Remove(server)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.servers[server] {
+		delete(c.tools, t.Qualified)
+	}
+	delete(c.servers, server)
+}
+
+// Lookup finds a tool by qualified name.
+func (c *Catalog) Lookup(qualified string) (*Tool, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t, ok := c.tools[qualified]
+	return t, ok
+}
+
+// HasServer reports whether server has been registered (even with no tools).
+func (c *Catalog) HasServer(server string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.servers[server]
+	return ok
+}
+
+// All returns every tool sorted by qualified name.
+func (c *Catalog) All() []*Tool {
+	c.mu.RLock()
+	out := make([]*Tool, 0, len(c.tools))
+	for _, t := range c.tools {
+		out = append(out, t)
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Qualified < out[j].Qualified })
+	return out
+}
+
+// Len is the number of tools.
+func (c *Catalog) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.tools)
+}
+
+// Search ranks the catalogue against query and returns up to limit matches
+// scoring at least minScore. Hits for tools removed since the index answered
+// are dropped.
+func (c *Catalog) Search(ctx context.Context, query string, limit int, minScore float64) ([]Match, search.Result, error) {
+	res, err := c.index.Search(ctx, query, limit, minScore)
+	if err != nil {
+		return nil, res, err
+	}
+	out := make([]Match, 0, len(res.Hits))
+	c.mu.RLock()
+	for _, h := range res.Hits {
+		if t, ok := c.tools[h.ID]; ok {
+			out = append(out, Match{Tool: t, Score: h.Score})
+		}
+	}
+	c.mu.RUnlock()
+	return out, res, nil
+}
+
+// DocOf extracts the searchable text of a tool: name, description and the
+// names and descriptions of its input parameters.
+func DocOf(t *Tool) search.Doc {
+	d := search.Doc{ID: t.Qualified, Server: t.Server, Name: t.Name, Description: t.Def.Description}
+	if d.Description == "" {
+		d.Description = t.Def.Title
+	}
+	d.Params = params(t.Def.InputSchema)
+	return d
+}
+
+func params(schema any) []search.Param {
+	var m map[string]any
+	switch s := schema.(type) {
+	case map[string]any:
+		m = s
+	case nil:
+		return nil
+	default:
+		// Typed schemas (e.g. *jsonschema.Schema) are normalised through JSON.
+		b, err := json.Marshal(s)
+		if err != nil || json.Unmarshal(b, &m) != nil {
+			return nil
+		}
+	}
+	props, _ := m["properties"].(map[string]any)
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]search.Param, 0, len(names))
+	for _, k := range names {
+		p := search.Param{Name: k}
+		if pm, ok := props[k].(map[string]any); ok {
+			p.Description, _ = pm["description"].(string)
+		}
+		out = append(out, p)
+	}
+	return out
+}

@@ -1,0 +1,537 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/catalog"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/upstream"
+)
+
+// Limits of search_tools.
+const (
+	DefaultTopK = 5
+	MaxTopK     = 50
+	// maxCandidates bounds what the index hands the search filters, which
+	// run before truncation to top_k.
+	maxCandidates = 1000
+)
+
+// scope says how a frontend's clients are told apart by the gate.
+type scope int
+
+const (
+	// scopeConnection: stdio connections and stateful HTTP sessions; the
+	// gate records what each session was shown.
+	scopeConnection scope = iota
+	// scopeStateless: 2026-07-28 stateless HTTP requests, which carry no
+	// session; search_tools returns a signed discovery token that call_tool
+	// must present.
+	scopeStateless
+)
+
+const instructions = `toolgate connects you to many tool servers without listing every tool up front.
+1. search_tools(query): describe in plain words what you want to do; it returns matching tools with their exact names (server__tool) and input schemas.
+2. call_tool(tool_name, arguments): call a tool by the exact name search_tools returned, with arguments matching its input schema. Only tools that search_tools has returned to you can be called.
+3. load_mcp_server(server_name, url): connect another MCP server by URL when asked to; its tools then become searchable.
+If a call fails because of an expired or missing credential, ask the user to update the tokens file and retry. Never ask the user for a token or secret in the conversation.`
+
+func (g *Gateway) newMCPServer(sc scope) (*mcp.Server, error) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate MCP gateway", Version: Version},
+		&mcp.ServerOptions{Instructions: instructions, Logger: g.log})
+	s.AddTool(searchToolDef(sc), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.handleSearch(ctx, sc, req)
+	})
+	s.AddTool(callToolDef(sc), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.handleCall(ctx, sc, req)
+	})
+	s.AddTool(loadToolDef(), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.handleLoad(ctx, sc, req)
+	})
+	reserved := map[string]bool{"search_tools": true, "call_tool": true, "load_mcp_server": true}
+	for _, e := range g.pipe.Extensions() {
+		for _, t := range e.Tools() {
+			if t.Tool == nil || t.Handler == nil {
+				return nil, fmt.Errorf("extension %s: a contributed tool has no definition or handler", e.ID())
+			}
+			if reserved[t.Tool.Name] {
+				return nil, fmt.Errorf("extension %s: tool %q is already served", e.ID(), t.Tool.Name)
+			}
+			reserved[t.Tool.Name] = true
+			s.AddTool(t.Tool, t.Handler)
+		}
+		for _, r := range e.Resources() {
+			if r.Resource == nil || r.Handler == nil {
+				return nil, fmt.Errorf("extension %s: a contributed resource has no definition or handler", e.ID())
+			}
+			s.AddResource(r.Resource, r.Handler)
+		}
+	}
+	return s, nil
+}
+
+func searchToolDef(sc scope) *mcp.Tool {
+	out := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"tools": map[string]any{
+				"type": "array",
+				"items": map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"name":        map[string]any{"type": "string"},
+						"description": map[string]any{"type": "string"},
+						"inputSchema": map[string]any{"type": "object"},
+						"score":       map[string]any{"type": "number"},
+					},
+					"required": []string{"name", "description", "inputSchema", "score"},
+				},
+			},
+			"note": map[string]any{"type": "string"},
+		},
+		"required": []string{"tools"},
+	}
+	if sc == scopeStateless {
+		out["properties"].(map[string]any)["discovery_token"] = map[string]any{
+			"type":        "string",
+			"description": "Pass this to call_tool as discovery_token to call any tool in this result.",
+		}
+	}
+	return &mcp.Tool{
+		Name:        "search_tools",
+		Title:       "Search tools",
+		Description: "Find tools for a task. Describe what you want to do in plain words; returns matching tools with their exact names, descriptions, input schemas and relevance scores. A tool must be found here before call_tool can run it.",
+		InputSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"query": map[string]any{"type": "string", "description": "What you want to do, e.g. \"read a file\" or \"create a GitHub issue\"."},
+				"top_k": map[string]any{"type": "integer", "minimum": 1, "maximum": MaxTopK, "default": DefaultTopK, "description": "How many tools to return at most."},
+			},
+			"required": []string{"query"},
+		},
+		OutputSchema: out,
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+	}
+}
+
+func callToolDef(sc scope) *mcp.Tool {
+	props := map[string]any{
+		"tool_name": map[string]any{"type": "string", "description": "The exact qualified name returned by search_tools, e.g. \"filesystem__read_file\"."},
+		"arguments": map[string]any{"type": "object", "description": "Arguments matching the tool's input schema."},
+	}
+	required := []string{"tool_name"}
+	if sc == scopeStateless {
+		props["discovery_token"] = map[string]any{"type": "string", "description": "The discovery_token from the search_tools result that returned this tool."}
+		required = append(required, "discovery_token")
+	}
+	return &mcp.Tool{
+		Name:        "call_tool",
+		Title:       "Call a tool",
+		Description: "Run a tool that search_tools returned, by its exact qualified name, with arguments matching its input schema. Returns the tool's own result.",
+		InputSchema: map[string]any{"type": "object", "properties": props, "required": required},
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true), DestructiveHint: ptr(true)},
+	}
+}
+
+func loadToolDef() *mcp.Tool {
+	return &mcp.Tool{
+		Name:        "load_mcp_server",
+		Title:       "Connect an MCP server",
+		Description: "Connect a remote MCP server by URL (streamable HTTP, falling back to SSE) and index its tools so search_tools can find them.",
+		InputSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"server_name": map[string]any{"type": "string", "description": "A short name for the server: letters, digits, '-', '_' or '.', without \"__\"."},
+				"url":         map[string]any{"type": "string", "description": "The server's MCP endpoint, e.g. https://example.com/mcp."},
+			},
+			"required": []string{"server_name", "url"},
+		},
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// errorResult is a tool result the LLM can read and act on.
+func errorResult(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// decodeArgs decodes a tool's raw arguments strictly into v, so a misspelt
+// field is reported instead of silently ignored.
+func decodeArgs(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if te.Field == "" {
+				return fmt.Errorf("the arguments must be a JSON object, got %s", te.Value)
+			}
+			return fmt.Errorf("%q must be %s, got %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+			return fmt.Errorf("unknown argument %s", strings.TrimPrefix(msg, "json: unknown field "))
+		}
+		return fmt.Errorf("malformed arguments: %v", err)
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "int", "int64", "float64":
+		return "a number"
+	case "map", "struct":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return goKind
+}
+
+// sessionKey identifies the client session behind ss for the gate. HTTP
+// sessions have an id; stdio connections get a random one. The record is
+// dropped when the session ends.
+func (g *Gateway) sessionKey(ss *mcp.ServerSession) string {
+	if v, ok := g.sessions.Load(ss); ok {
+		return v.(string)
+	}
+	key := ss.ID()
+	if key == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		key = "conn-" + hex.EncodeToString(b[:])
+	} else {
+		key = "http-" + key
+	}
+	actual, loaded := g.sessions.LoadOrStore(ss, key)
+	if !loaded {
+		go func() {
+			_ = ss.Wait()
+			g.sessions.Delete(ss)
+			if err := g.gate.Forget(context.Background(), key); err != nil {
+				g.log.Warn("gate: forget ended session", "error", err)
+			}
+		}()
+	}
+	return actual.(string)
+}
+
+type searchArgs struct {
+	Query string `json:"query"`
+	TopK  *int   `json:"top_k"`
+}
+
+// SearchOutput is search_tools' structured result.
+type SearchOutput struct {
+	Tools          []FoundTool `json:"tools"`
+	Note           string      `json:"note,omitempty"`
+	DiscoveryToken string      `json:"discovery_token,omitempty"`
+}
+
+// FoundTool is one tool in SearchOutput.
+type FoundTool struct {
+	Name        string  `json:"name"`
+	Description string  `json:"description"`
+	InputSchema any     `json:"inputSchema"`
+	Score       float64 `json:"score"`
+}
+
+func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a searchArgs
+	if err := decodeArgs(req.Params.Arguments, &a); err != nil {
+		return errorResult("search_tools: %v. Expected {\"query\": \"what you want to do\", \"top_k\": 5}.", err), nil
+	}
+	if strings.TrimSpace(a.Query) == "" {
+		return errorResult("search_tools: \"query\" is empty; describe what you want to do, e.g. \"read a file\"."), nil
+	}
+	topK := DefaultTopK
+	if a.TopK != nil {
+		if *a.TopK < 1 || *a.TopK > MaxTopK {
+			return errorResult("search_tools: top_k must be between 1 and %d, got %d.", MaxTopK, *a.TopK), nil
+		}
+		topK = *a.TopK
+	}
+	sreq := &extension.SearchRequest{Query: a.Query, TopK: topK}
+	if sc == scopeConnection {
+		sreq.Session = g.sessionKey(req.Session)
+	}
+	results, note, err := g.Search(ctx, sreq)
+	if err != nil {
+		if d, ok := extension.AsDenial(err); ok {
+			return errorResult("search_tools was refused by %s: %s", d.Rule, d.Reason), nil
+		}
+		return errorResult("search_tools failed: %v", err), nil
+	}
+	names := make([]string, len(results))
+	out := SearchOutput{Tools: make([]FoundTool, len(results)), Note: note}
+	for i, r := range results {
+		names[i] = r.Name
+		schema := r.InputSchema
+		if schema == nil {
+			schema = map[string]any{"type": "object"}
+		}
+		out.Tools[i] = FoundTool{Name: r.Name, Description: r.Description, InputSchema: schema, Score: round3(r.Score)}
+	}
+	// The gate records only what is actually returned: after the filters
+	// and after truncation.
+	switch sc {
+	case scopeConnection:
+		if err := g.gate.Record(ctx, sreq.Session, names...); err != nil {
+			return errorResult("search_tools failed to record its results, so they could not be called; try again. (%v)", err), nil
+		}
+	case scopeStateless:
+		if len(names) > 0 {
+			out.DiscoveryToken = g.signer.Issue(sreq.Principal, names)
+		}
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: renderSearch(a.Query, out, g.cfg.Filters.SimilarityThreshold)}},
+		StructuredContent: out,
+	}, nil
+}
+
+func round3(f float64) float64 { return float64(int(f*1000+0.5)) / 1000 }
+
+// Search runs a search the way search_tools does: rank everything above
+// the similarity threshold, pass the ranking through the search filters, then
+// keep the top req.TopK. It returns the results and a note when the index is
+// still being built.
+func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]extension.SearchResult, string, error) {
+	matches, res, err := g.cat.Search(ctx, req.Query, maxCandidates, g.cfg.Filters.SimilarityThreshold)
+	if err != nil {
+		return nil, "", err
+	}
+	results := make([]extension.SearchResult, len(matches))
+	for i, m := range matches {
+		results[i] = extension.SearchResult{
+			Name: m.Qualified, Server: m.Server, Tool: m.Name,
+			Description: m.Def.Description, InputSchema: m.Def.InputSchema, Score: m.Score, Def: m.Def,
+		}
+	}
+	results, err = g.pipe.Search(ctx, req, results)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(results) > req.TopK {
+		results = results[:req.TopK]
+	}
+	note := ""
+	if res.Partial {
+		note = res.Note
+	}
+	return results, note, nil
+}
+
+func renderSearch(query string, out SearchOutput, threshold float64) string {
+	var b strings.Builder
+	if len(out.Tools) == 0 {
+		fmt.Fprintf(&b, "No tools matched %q (scores below %.2f are dropped). Try other words for the task, or a broader description.", query, threshold)
+	} else {
+		fmt.Fprintf(&b, "Found %d tool(s) for %q:\n", len(out.Tools), query)
+		for i, t := range out.Tools {
+			fmt.Fprintf(&b, "\n%d. %s (score %.3f)\n", i+1, t.Name, t.Score)
+			if d := strings.TrimSpace(t.Description); d != "" {
+				fmt.Fprintf(&b, "   %s\n", strings.ReplaceAll(d, "\n", "\n   "))
+			}
+			b.WriteString("   inputSchema: ")
+			s, _ := json.Marshal(t.InputSchema)
+			b.Write(s)
+			b.WriteString("\n")
+		}
+		b.WriteString("\nCall one with call_tool, using the exact name above")
+		if out.DiscoveryToken != "" {
+			b.WriteString(" and discovery_token: ")
+			b.WriteString(out.DiscoveryToken)
+		}
+		b.WriteString(".")
+	}
+	if out.Note != "" {
+		b.WriteString("\nNote: ")
+		b.WriteString(out.Note)
+	}
+	return b.String()
+}
+
+type callArgs struct {
+	ToolName       string          `json:"tool_name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	DiscoveryToken string          `json:"discovery_token"`
+}
+
+func (g *Gateway) handleCall(ctx context.Context, sc scope, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a callArgs
+	if err := decodeArgs(req.Params.Arguments, &a); err != nil {
+		return errorResult("call_tool: %v. Expected {\"tool_name\": \"server__tool\", \"arguments\": {...}}.", err), nil
+	}
+	args, err := objectArgs(a.Arguments)
+	if err != nil {
+		return errorResult("call_tool: %v", err), nil
+	}
+	creq := &extension.CallRequest{ToolName: a.ToolName, Arguments: args}
+	if sc == scopeConnection {
+		creq.Session = g.sessionKey(req.Session)
+	}
+	return g.Call(ctx, sc, creq, a.DiscoveryToken), nil
+}
+
+func objectArgs(raw json.RawMessage) (map[string]any, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return map[string]any{}, nil
+	}
+	if t[0] != '{' {
+		return nil, fmt.Errorf("\"arguments\" must be a JSON object such as {\"path\": \"/tmp/a.txt\"}, got %s", describeJSON(t))
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("\"arguments\" is not valid JSON: %v", err)
+	}
+	return m, nil
+}
+
+func describeJSON(t []byte) string {
+	switch t[0] {
+	case '"':
+		return "a string"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+// Call runs a call_tool request: the discovery gate first, always, then the
+// call filters, the upstream call and the response filters. Every refusal is
+// an isError result.
+func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest, token string) *mcp.CallToolResult {
+	server, tool, ok := catalog.Split(req.ToolName)
+	if !ok {
+		return errorResult("call_tool: %q is not a tool name from search_tools; names have the form server__tool. Call search_tools to find the tool first.", req.ToolName)
+	}
+	// The discovery gate. It cannot be configured off.
+	switch sc {
+	case scopeStateless:
+		if err := g.signer.Verify(token, req.Principal, req.ToolName); err != nil {
+			return errorResult("call_tool: %q cannot be called: %v. Call search_tools to find the tool, then pass its discovery_token to call_tool.", req.ToolName, err)
+		}
+	default:
+		seen, err := g.gate.Has(ctx, req.Session, req.ToolName)
+		if err != nil {
+			g.log.Error("gate lookup failed; refusing", "error", err)
+			return errorResult("call_tool: the discovery record could not be checked, so %q was not called; try again.", req.ToolName)
+		}
+		if !seen {
+			return errorResult("call_tool: %q has not been returned by search_tools in this session. Call search_tools with a description of the task first, then call the tool by the exact name it returns.", req.ToolName)
+		}
+	}
+	t, ok := g.cat.Lookup(req.ToolName)
+	srv, up := g.ups.Get(server)
+	if !ok || !up {
+		return errorResult("call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server)
+	}
+	req.ServerName, req.Tool = server, tool
+	if err := g.pipe.Call(ctx, req); err != nil {
+		return denialResult(req.ToolName, err)
+	}
+	res, err := srv.CallTool(ctx, t.Name, req.Arguments)
+	if err != nil {
+		return upstreamError(srv, t.Name, err)
+	}
+	if res, err = g.pipe.Response(ctx, req, res); err != nil {
+		return denialResult(req.ToolName, err)
+	}
+	return res
+}
+
+func denialResult(tool string, err error) *mcp.CallToolResult {
+	if d, ok := extension.AsDenial(err); ok {
+		return errorResult("call_tool: %s was refused by %s: %s", tool, d.Rule, d.Reason)
+	}
+	return errorResult("call_tool: %s was refused.", tool)
+}
+
+func upstreamError(srv *upstream.Server, tool string, err error) *mcp.CallToolResult {
+	return errorResult("call_tool: server %q failed to run %q: %v. The server restarts on the next call; retry once, and if it fails again tell the user.", srv.Name(), tool, err)
+}
+
+type loadArgs struct {
+	ServerName string `json:"server_name"`
+	URL        string `json:"url"`
+}
+
+func (g *Gateway) handleLoad(ctx context.Context, sc scope, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a loadArgs
+	if err := decodeArgs(req.Params.Arguments, &a); err != nil {
+		return errorResult("load_mcp_server: %v. Expected {\"server_name\": \"name\", \"url\": \"https://host/mcp\"}.", err), nil
+	}
+	lreq := &extension.LoadRequest{ServerName: a.ServerName, URL: a.URL}
+	if sc == scopeConnection {
+		lreq.Session = g.sessionKey(req.Session)
+	}
+	n, err := g.Load(ctx, lreq)
+	if err != nil {
+		if d, ok := extension.AsDenial(err); ok {
+			return errorResult("load_mcp_server: loading %q was refused by %s: %s", a.ServerName, d.Rule, d.Reason), nil
+		}
+		return errorResult("load_mcp_server: %v", err), nil
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Connected %q with %d tool(s). Use search_tools to find them.", a.ServerName, n)}},
+		StructuredContent: map[string]any{"server_name": a.ServerName, "tools": n},
+	}, nil
+}
+
+// Load connects a remote server at run time: it validates the request, runs
+// the load filters before any connection is made, then connects, lists and
+// indexes. It returns the number of tools indexed.
+func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, error) {
+	if err := config.ValidateServerName(req.ServerName); err != nil {
+		return 0, err
+	}
+	if err := config.ValidateURL(req.URL); err != nil {
+		return 0, err
+	}
+	if _, exists := g.ups.Get(req.ServerName); exists {
+		return 0, fmt.Errorf("a server named %q is already connected; choose another name", req.ServerName)
+	}
+	if err := g.pipe.Load(ctx, req); err != nil {
+		return 0, err
+	}
+	cfg := &config.Server{Name: req.ServerName, URL: req.URL, Transport: config.TransportStreamableHTTP}
+	srv, err := g.ups.Add(cfg)
+	if err != nil {
+		return 0, err
+	}
+	tools, err := srv.ListTools(ctx)
+	if err != nil {
+		g.ups.Remove(req.ServerName)
+		return 0, fmt.Errorf("could not connect to %q at %s: %v", req.ServerName, req.URL, err)
+	}
+	if err := g.cat.SetServer(ctx, req.ServerName, tools); err != nil {
+		g.log.Warn("some tools were not indexed", "server", req.ServerName, "error", err)
+	}
+	g.log.Info("loaded server at run time", "server", req.ServerName, "tools", len(tools))
+	return len(tools), nil
+}

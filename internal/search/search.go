@@ -1,0 +1,74 @@
+// Package search ranks tool definitions against a natural-language query.
+// Index is the seam: the lexical BM25 ranker here is the baseline, and
+// semantic rankers implement the same interface.
+package search
+
+import (
+	"context"
+	"strings"
+)
+
+// Doc is the searchable text of one tool.
+type Doc struct {
+	// ID is the qualified name server__tool.
+	ID          string
+	Server      string
+	Name        string
+	Description string
+	Params      []Param
+}
+
+// Param is one input-schema property.
+type Param struct {
+	Name        string
+	Description string
+}
+
+// Text renders d the way embedding rankers see it:
+// "server__tool: description. Parameters: p: desc, q: desc".
+func (d Doc) Text() string {
+	var b strings.Builder
+	b.WriteString(d.ID)
+	b.WriteString(": ")
+	b.WriteString(strings.TrimSpace(d.Description))
+	if len(d.Params) > 0 {
+		b.WriteString(". Parameters: ")
+		for i, p := range d.Params {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(p.Name)
+			if p.Description != "" {
+				b.WriteString(": ")
+				b.WriteString(p.Description)
+			}
+		}
+	}
+	return b.String()
+}
+
+// Hit is a ranked document. Score is in [0, 1]; see each Index for its scale.
+type Hit struct {
+	ID    string
+	Score float64
+}
+
+// Result is the outcome of a search.
+type Result struct {
+	// Hits are sorted by descending score.
+	Hits []Hit
+	// Partial is set while indexing is still under way; Note says how far.
+	Partial bool
+	Note    string
+}
+
+// Index holds documents grouped by server and ranks them.
+// Implementations are safe for concurrent use.
+type Index interface {
+	// Set replaces every document of server with docs.
+	Set(ctx context.Context, server string, docs []Doc) error
+	// Remove drops every document of server.
+	Remove(server string)
+	// Search returns up to limit hits with a score of at least minScore.
+	Search(ctx context.Context, query string, limit int, minScore float64) (Result, error)
+}

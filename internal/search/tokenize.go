@@ -1,0 +1,87 @@
+package search
+
+import (
+	"strings"
+	"unicode"
+
+	"github.com/kljensen/snowball/english"
+)
+
+var stopwords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`a an and are as at be by can do does for from how i if in into is it its
+		me my of on or please so that the their them then there these this to use using was we what when which
+		who will with would you your want need some any all`) {
+		stopwords[w] = true
+	}
+}
+
+// Tokenize splits text into normalised terms: identifiers are split at
+// '_', '-', '.', '/' and camelCase, words are lowercased and stemmed, and
+// stopwords dropped. Han, Hiragana, Katakana and Hangul characters become
+// one term each, since those scripts do not separate words with spaces.
+func Tokenize(text string) []string {
+	var out []string
+	var word []rune
+	flush := func() {
+		if len(word) == 0 {
+			return
+		}
+		for _, part := range splitCamel(word) {
+			w := strings.ToLower(part)
+			if stopwords[w] || w == "" {
+				continue
+			}
+			if len(w) > 2 && isASCIILetters(w) {
+				w = english.Stem(w, false)
+			}
+			out = append(out, w)
+		}
+		word = word[:0]
+	}
+	for _, r := range text {
+		switch {
+		case isCJK(r):
+			flush()
+			out = append(out, string(r))
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			word = append(word, r)
+		default:
+			flush()
+		}
+	}
+	flush()
+	return out
+}
+
+// splitCamel splits "getFileInfo" into get, File, Info and "HTTPServer" into
+// HTTP, Server; digits stay with the letters before them.
+func splitCamel(w []rune) []string {
+	var parts []string
+	start := 0
+	for i := 1; i < len(w); i++ {
+		prev, cur := w[i-1], w[i]
+		boundary := unicode.IsLower(prev) && unicode.IsUpper(cur) ||
+			unicode.IsUpper(prev) && unicode.IsUpper(cur) && i+1 < len(w) && unicode.IsLower(w[i+1])
+		if boundary {
+			parts = append(parts, string(w[start:i]))
+			start = i
+		}
+	}
+	return append(parts, string(w[start:]))
+}
+
+func isASCIILetters(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+func isCJK(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
