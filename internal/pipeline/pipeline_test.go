@@ -1,0 +1,137 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/extension"
+)
+
+// rec is a test extension that records the order its filters run in.
+type rec struct {
+	extension.Base
+	id       string
+	phase    extension.Phase
+	trace    *[]string
+	callErr  error
+	panicky  bool
+	provErr  error
+	closed   *[]string
+	rewrites map[string]any
+}
+
+func (r *rec) ID() string                                      { return r.id }
+func (r *rec) Phase() extension.Phase                          { return r.phase }
+func (r *rec) Provision(context.Context, extension.Host) error { return r.provErr }
+func (r *rec) Close() error {
+	if r.closed != nil {
+		*r.closed = append(*r.closed, r.id)
+	}
+	return nil
+}
+func (r *rec) CallFilter() extension.CallFilter {
+	return func(_ context.Context, c *extension.CallRequest) error {
+		*r.trace = append(*r.trace, r.id)
+		if r.panicky {
+			panic("boom")
+		}
+		if r.rewrites != nil {
+			c.Arguments = r.rewrites
+		}
+		return r.callErr
+	}
+}
+func (r *rec) SearchFilter() extension.SearchFilter {
+	return func(_ context.Context, _ *extension.SearchRequest, in []extension.SearchResult) ([]extension.SearchResult, error) {
+		return slices.DeleteFunc(in, func(s extension.SearchResult) bool { return strings.Contains(s.Name, "delete") }), nil
+	}
+}
+
+func host(string) extension.Host { return extension.Host{} }
+
+func TestPhaseOrderBuiltinsBeforeExtras(t *testing.T) {
+	var trace []string
+	mk := func(id string, p extension.Phase) *rec { return &rec{id: id, phase: p, trace: &trace} }
+	p, err := Build(context.Background(), nil, host,
+		[]extension.Extension{mk("dev.toolgate/inspect", extension.PhaseInspect), mk("dev.toolgate/authz", extension.PhaseAuthorize)},
+		[]extension.Extension{mk("com.example/observe", extension.PhaseObserve), mk("com.example/authz", extension.PhaseAuthorize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Call(context.Background(), &extension.CallRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"com.example/observe", "dev.toolgate/authz", "com.example/authz", "dev.toolgate/inspect"}
+	if !slices.Equal(trace, want) {
+		t.Fatalf("order = %v, want %v", trace, want)
+	}
+}
+
+func TestDenyStopsChainAndFailClosed(t *testing.T) {
+	var trace []string
+	deny := &rec{id: "com.example/deny", trace: &trace, callErr: extension.Deny("rule.x", "not today")}
+	after := &rec{id: "com.example/after", trace: &trace}
+	p, _ := Build(context.Background(), nil, host, nil, []extension.Extension{deny, after})
+	err := p.Call(context.Background(), &extension.CallRequest{})
+	d, ok := extension.AsDenial(err)
+	if !ok || d.Rule != "rule.x" || d.Reason != "not today" || slices.Contains(trace, "com.example/after") {
+		t.Fatalf("err %v trace %v", err, trace)
+	}
+
+	for name, e := range map[string]*rec{
+		"error": {id: "com.example/err", trace: &trace, callErr: errors.New("db down: password=hunter2")},
+		"panic": {id: "com.example/panic", trace: &trace, panicky: true},
+	} {
+		p, _ := Build(context.Background(), nil, host, nil, []extension.Extension{e})
+		err := p.Call(context.Background(), &extension.CallRequest{})
+		d, ok := extension.AsDenial(err)
+		if !ok || d.Rule != e.id || strings.Contains(d.Reason, "hunter2") || strings.Contains(d.Reason, "boom") {
+			t.Fatalf("%s: want a generic denial by %s, got %#v", name, e.id, err)
+		}
+	}
+}
+
+func TestRewriteAndSearchFilter(t *testing.T) {
+	var trace []string
+	p, _ := Build(context.Background(), nil, host, nil, []extension.Extension{&rec{id: "com.example/rw", trace: &trace, rewrites: map[string]any{"safe": true}}})
+	req := &extension.CallRequest{Arguments: map[string]any{"x": 1}}
+	p.Call(context.Background(), req)
+	if req.Arguments["safe"] != true {
+		t.Fatalf("rewrite lost: %v", req.Arguments)
+	}
+	out, _ := p.Search(context.Background(), &extension.SearchRequest{}, []extension.SearchResult{{Name: "a__delete_x"}, {Name: "a__read"}})
+	if len(out) != 1 || out[0].Name != "a__read" {
+		t.Fatalf("search = %v", out)
+	}
+	res, err := p.Response(context.Background(), req, &mcp.CallToolResult{})
+	if err != nil || res == nil {
+		t.Fatalf("response passthrough: %v %v", res, err)
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	var trace, closed []string
+	ok1 := &rec{id: "com.example/one", trace: &trace, closed: &closed}
+	bad := &rec{id: "com.example/bad", trace: &trace, provErr: errors.New("cannot open x.rego")}
+	_, err := Build(context.Background(), nil, host, nil, []extension.Extension{ok1, bad})
+	if err == nil || !strings.Contains(err.Error(), "extension com.example/bad: provision: cannot open x.rego") {
+		t.Fatalf("err = %v", err)
+	}
+	if !slices.Equal(closed, []string{"com.example/one"}) {
+		t.Fatalf("provisioned extensions not closed: %v", closed)
+	}
+	for _, id := range []string{"audit", "com.example", "Com.Example/x", "com.example/", "/x"} {
+		if _, err := Build(context.Background(), nil, host, nil, []extension.Extension{&rec{id: id, trace: &trace}}); err == nil {
+			t.Errorf("id %q accepted", id)
+		}
+	}
+	dup := []extension.Extension{&rec{id: "com.example/a", trace: &trace}, &rec{id: "com.example/a", trace: &trace}}
+	if _, err := Build(context.Background(), nil, host, nil, dup); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("duplicate: %v", err)
+	}
+}
