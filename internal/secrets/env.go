@@ -1,0 +1,115 @@
+package secrets
+
+import (
+	"path"
+	"sort"
+	"strings"
+)
+
+// StandardEnv are passed to every stdio server whatever its filter says.
+var StandardEnv = []string{"PATH", "HOME", "USER", "SHELL", "TERM", "LANG", "TMPDIR", "XDG_RUNTIME_DIR"}
+
+// sensitiveSuffixes mark names stripped in allow-list mode unless listed
+// by exact name.
+var sensitiveSuffixes = []string{"_TOKEN", "_KEY", "_SECRET", "_API_KEY", "_PASSWORD", "_CREDENTIALS"}
+
+// EnvFilter chooses what of the gateway's own environment a stdio server
+// inherits.
+//
+//   - Neither list set (the default): only StandardEnv.
+//   - Allow set (globs): StandardEnv plus matching names, except names with a
+//     sensitive suffix (_TOKEN, _KEY, ...) unless listed by exact name. Allow
+//     wins when both are set.
+//   - Only Deny set (globs): everything except matching names.
+//
+// The server's own env block is added after filtering and always wins.
+type EnvFilter struct {
+	Allow []string
+	Deny  []string
+}
+
+// Validate checks the globs.
+func (f EnvFilter) Validate() error {
+	for _, p := range append(append([]string{}, f.Allow...), f.Deny...) {
+		if _, err := path.Match(p, ""); err != nil {
+			return &globError{p}
+		}
+	}
+	return nil
+}
+
+type globError struct{ p string }
+
+func (e *globError) Error() string { return "bad glob pattern " + `"` + e.p + `"` }
+
+// Apply filters parent (KEY=VALUE entries) and appends own. It returns the
+// environment and the names it stripped (names only: never log values).
+func (f EnvFilter) Apply(parent []string, own map[string]string) (env, stripped []string) {
+	for _, kv := range parent {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		if _, overridden := own[k]; overridden {
+			continue
+		}
+		if f.pass(k) {
+			env = append(env, kv)
+		} else {
+			stripped = append(stripped, k)
+		}
+	}
+	keys := make([]string, 0, len(own))
+	for k := range own {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+own[k])
+	}
+	sort.Strings(stripped)
+	return env, stripped
+}
+
+func (f EnvFilter) pass(name string) bool {
+	for _, s := range StandardEnv {
+		if name == s {
+			return true
+		}
+	}
+	switch {
+	case len(f.Allow) > 0:
+		for _, a := range f.Allow {
+			if a == name {
+				return true
+			}
+		}
+		if sensitive(name) {
+			return false
+		}
+		return matchAny(f.Allow, name)
+	case len(f.Deny) > 0:
+		return !matchAny(f.Deny, name)
+	default:
+		return false
+	}
+}
+
+func sensitive(name string) bool {
+	u := strings.ToUpper(name)
+	for _, s := range sensitiveSuffixes {
+		if strings.HasSuffix(u, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
