@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/search"
 )
 
 // Main runs the toolgate command line with os.Args and exits. exts are
@@ -134,8 +135,15 @@ func (c *common) open(ctx context.Context, stderr io.Writer, exts []extension.Ex
 		return nil, nil, err
 	}
 	log.Info("starting", "config", cfg.Path, "state_dir", stateDir, "servers", len(cfg.Servers))
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg, StateDir: stateDir, Logger: log, Extensions: exts})
+	idx, err := search.Open(cfg.Search, stateDir, log)
 	if err != nil {
+		return nil, nil, err
+	}
+	g, err := gateway.New(ctx, gateway.Options{Config: cfg, StateDir: stateDir, Logger: log, Extensions: exts, Index: idx})
+	if err != nil {
+		if c, ok := idx.(io.Closer); ok {
+			c.Close()
+		}
 		return nil, nil, err
 	}
 	return g, log, nil

@@ -109,6 +109,9 @@ func runSearch(ctx context.Context, args []string, stdout, stderr io.Writer, ext
 		return err
 	}
 	defer g.Close()
+	if err := g.WaitIndexed(ctx); err != nil {
+		return err
+	}
 	res, note, err := g.Search(ctx, &extension.SearchRequest{Query: query, TopK: *topK})
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -35,6 +36,26 @@ type Config struct {
 	Filters Filters
 	// DotEnv holds the variables of the .env file beside the config.
 	DotEnv map[string]string
+	// Search configures the tool index.
+	Search Search
+}
+
+// Search modes.
+const (
+	SearchHybrid  = "hybrid"
+	SearchLexical = "lexical"
+	SearchDense   = "dense"
+)
+
+// Search is the "search" object.
+type Search struct {
+	// Mode is "hybrid" (default), "lexical" or "dense".
+	Mode string `json:"mode,omitempty"`
+	// ModelDir holds the embedding model (default: $TOOLGATE_MODEL_DIR or
+	// the checkout's .cache/models/all-MiniLM-L6-v2), relative to the config.
+	ModelDir string `json:"model_dir,omitempty"`
+	// DenseWeight is the share of the semantic score in hybrid mode.
+	DenseWeight *float64 `json:"dense_weight,omitempty"`
 }
 
 // Filters is the "filters" object.
@@ -75,6 +96,7 @@ func (s *Server) IsRemote() bool { return s.URL != "" }
 type fileFormat struct {
 	MCPServers map[string]json.RawMessage `json:"mcpServers"`
 	Filters    json.RawMessage            `json:"filters,omitempty"`
+	Search     *Search                    `json:"search,omitempty"`
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
 	Schema string `json:"$schema,omitempty"`
 }
@@ -183,6 +205,12 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 			s.Dir = filepath.Join(cfg.Dir, s.Dir)
 		}
 		cfg.Servers[name] = &s
+	}
+	if ff.Search != nil {
+		cfg.Search = *ff.Search
+	}
+	if err := cfg.Search.validate(cfg.Dir); err != nil {
+		return nil, &Error{File: file, Msg: err.Error()}
 	}
 	f, err := parseFilters(ff.Filters)
 	if err != nil {
@@ -359,6 +387,10 @@ func describeJSONError(data []byte, err error) error {
 	}
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
+		if typ.Field == "" && typ.Type.Kind() == reflect.Struct {
+			// The whole value: the file, or one server entry.
+			return fmt.Errorf("want a JSON object, got JSON %s", typ.Value)
+		}
 		field := typ.Field
 		if field == "" {
 			field = "value"
@@ -389,4 +421,21 @@ func position(data []byte, off int64) (line, col int) {
 		}
 	}
 	return line, col
+}
+
+func (s *Search) validate(dir string) error {
+	switch s.Mode {
+	case "":
+		s.Mode = SearchHybrid
+	case SearchHybrid, SearchLexical, SearchDense:
+	default:
+		return fmt.Errorf("search.mode %q: want %q, %q or %q", s.Mode, SearchHybrid, SearchLexical, SearchDense)
+	}
+	if w := s.DenseWeight; w != nil && (*w < 0 || *w > 1) {
+		return fmt.Errorf("search.dense_weight %v is outside [0, 1]", *w)
+	}
+	if s.ModelDir != "" && !filepath.IsAbs(s.ModelDir) && dir != "" {
+		s.ModelDir = filepath.Join(dir, s.ModelDir)
+	}
+	return nil
 }

@@ -20,7 +20,10 @@ const DefaultSubdir = ".cache/models/all-MiniLM-L6-v2"
 //  1. $TOOLGATE_MODEL_DIR, if set (it must then contain the model);
 //  2. otherwise .cache/models/all-MiniLM-L6-v2 in the nearest directory,
 //     starting from the current one and walking up, that contains go.mod
-//     (the toolgate repository root).
+//     (the toolgate repository root);
+//  3. otherwise the same walk starting from the executable's folder, so
+//     bin/toolgate finds its checkout's model whatever the working folder
+//     (an MCP client may start it anywhere).
 //
 // The directory counts as present when it holds model.fp16.safetensors. If
 // none is found the error tells the user to run `make model`.
@@ -35,6 +38,23 @@ func DefaultDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("embed: locating model: %w", err)
 	}
+	dir, werr := walkUp(wd)
+	if werr == nil {
+		return dir, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			if dir, err := walkUp(filepath.Dir(exe)); err == nil {
+				return dir, nil
+			}
+		}
+	}
+	return "", werr
+}
+
+// walkUp looks for the model in the checkout containing start.
+func walkUp(start string) (string, error) {
+	wd := start
 	for d := wd; ; {
 		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
 			dir := filepath.Join(d, filepath.FromSlash(DefaultSubdir))

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sort"
@@ -52,6 +53,7 @@ type Gateway struct {
 	stateDir string
 
 	ups     *upstream.Manager
+	idx     search.Index
 	cat     *catalog.Catalog
 	gate    gate.Store
 	signer  *gate.Signer
@@ -84,6 +86,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		idx = search.NewLexical()
 	}
 	g.cat = catalog.New(idx)
+	g.idx = idx
 
 	key, err := gate.LoadOrCreateKey(filepath.Join(opts.StateDir, "gate.key"))
 	if err != nil {
@@ -200,6 +203,15 @@ func (g *Gateway) relist(name string) {
 	}
 }
 
+// WaitIndexed blocks until every known tool is in the semantic index (a
+// no-op for the lexical index) or ctx ends.
+func (g *Gateway) WaitIndexed(ctx context.Context) error {
+	if b, ok := g.idx.(search.Background); ok {
+		return b.Wait(ctx)
+	}
+	return nil
+}
+
 // Catalog exposes the tool registry (for the CLI and tests).
 func (g *Gateway) Catalog() *catalog.Catalog { return g.cat }
 
@@ -217,6 +229,9 @@ func (g *Gateway) Close() error {
 	}
 	if g.pipe != nil {
 		errs = append(errs, g.pipe.Close())
+	}
+	if c, ok := g.idx.(io.Closer); ok {
+		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
 }
