@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/search"
+	"github.com/toolgate/toolgate/internal/secrets"
 )
 
 // Main runs the toolgate command line with os.Args and exits. exts are
@@ -118,7 +119,10 @@ func parse(fs *flag.FlagSet, args []string) error {
 
 // open loads the config and builds a gateway.
 func (c *common) open(ctx context.Context, stderr io.Writer, exts []extension.Extension) (*gateway.Gateway, *slog.Logger, error) {
-	log, err := newLogger(stderr, c.logLevel)
+	// The redactor wraps the log before anything is logged; it learns the
+	// secret values as the config and tokens are read.
+	red := secrets.NewRedactor()
+	log, err := newLogger(stderr, c.logLevel, red)
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
@@ -130,6 +134,12 @@ func (c *common) open(ctx context.Context, stderr io.Writer, exts []extension.Ex
 	if err != nil {
 		return nil, nil, err
 	}
+	red.Add(secrets.ConfigValues(cfg, os.Environ())...)
+	tokens, err := secrets.OpenTokens(cfg.Dir, cfg.Lookup, red)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("tokens file", "path", tokens.Path(), "present", tokens.Exists())
 	stateDir, err := resolveStateDir(c.stateDir)
 	if err != nil {
 		return nil, nil, err
@@ -139,7 +149,7 @@ func (c *common) open(ctx context.Context, stderr io.Writer, exts []extension.Ex
 	if err != nil {
 		return nil, nil, err
 	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg, StateDir: stateDir, Logger: log, Extensions: exts, Index: idx})
+	g, err := gateway.New(ctx, gateway.Options{Config: cfg, StateDir: stateDir, Logger: log, Extensions: exts, Index: idx, Tokens: tokens, Redactor: red})
 	if err != nil {
 		if c, ok := idx.(io.Closer); ok {
 			c.Close()
@@ -149,12 +159,12 @@ func (c *common) open(ctx context.Context, stderr io.Writer, exts []extension.Ex
 	return g, log, nil
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+func newLogger(w io.Writer, level string, red *secrets.Redactor) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(red.Handler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))), nil
 }
 
 func resolveStateDir(flagValue string) (string, error) {

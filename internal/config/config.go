@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -85,6 +86,10 @@ type Server struct {
 	Transport string `json:"transport,omitempty"`
 	// Disabled servers are kept in the config but never started.
 	Disabled bool `json:"disabled,omitempty"`
+	// EnvAllow and EnvDeny (globs) choose what of the gateway's own
+	// environment a stdio server inherits; see secrets.EnvFilter.
+	EnvAllow []string `json:"env_allow,omitempty"`
+	EnvDeny  []string `json:"env_deny,omitempty"`
 	// Dir is the working directory of a stdio server, relative to the
 	// config's folder (default: the config's folder).
 	Dir string `json:"cwd,omitempty"`
@@ -283,6 +288,11 @@ func (s *Server) validate() error {
 		if len(s.Headers) > 0 {
 			return errors.New(`"headers" only apply to url servers`)
 		}
+		for _, g := range append(append([]string{}, s.EnvAllow...), s.EnvDeny...) {
+			if _, err := path.Match(g, ""); err != nil || g == "" {
+				return fmt.Errorf("env_allow/env_deny: bad glob pattern %q", g)
+			}
+		}
 		s.Transport = TransportStdio
 	default:
 		if err := ValidateURL(s.URL); err != nil {
@@ -295,8 +305,8 @@ func (s *Server) validate() error {
 		default:
 			return fmt.Errorf(`unknown transport %q (want "streamable-http" or "sse")`, s.Transport)
 		}
-		if len(s.Args) > 0 || len(s.Env) > 0 {
-			return errors.New(`"args" and "env" only apply to command servers`)
+		if len(s.Args) > 0 || len(s.Env) > 0 || len(s.EnvAllow) > 0 || len(s.EnvDeny) > 0 {
+			return errors.New(`"args", "env", "env_allow" and "env_deny" only apply to command servers`)
 		}
 	}
 	return nil

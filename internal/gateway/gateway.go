@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gate"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/search"
+	"github.com/toolgate/toolgate/internal/secrets"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	// ConnectTimeout and CallTimeout override the upstream defaults.
 	ConnectTimeout time.Duration
 	CallTimeout    time.Duration
+	// Tokens is the tokens file (nil: no tokens).
+	Tokens *secrets.Tokens
+	// Redactor masks known secrets in everything sent to the client.
+	Redactor *secrets.Redactor
 }
 
 // Gateway is a running toolgate instance.
@@ -62,6 +67,9 @@ type Gateway struct {
 
 	sessions sync.Map // *mcp.ServerSession → string key, for sessions without an id
 
+	tokens *secrets.Tokens
+	redact *secrets.Redactor
+
 	ctx    context.Context // lives until Close; used for background re-listing
 	cancel context.CancelFunc
 }
@@ -77,7 +85,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate}
+	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor}
 	if g.gate == nil {
 		g.gate = gate.NewMemory()
 	}
@@ -113,6 +121,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		OnToolsChanged: g.relist,
 		ConnectTimeout: opts.ConnectTimeout,
 		CallTimeout:    opts.CallTimeout,
+		Token:          g.token,
 	})
 	g.servers = map[scope]*mcp.Server{}
 	for _, s := range []scope{scopeConnection, scopeStateless} {

@@ -49,15 +49,17 @@ If a call fails because of an expired or missing credential, ask the user to upd
 func (g *Gateway) newMCPServer(sc scope) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate MCP gateway", Version: Version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: g.log})
-	s.AddTool(searchToolDef(sc), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.handleSearch(ctx, sc, req)
-	})
-	s.AddTool(callToolDef(sc), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.handleCall(ctx, sc, req)
-	})
-	s.AddTool(loadToolDef(), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.handleLoad(ctx, sc, req)
-	})
+	// Every result leaves through the redactor: upstream output, error
+	// text and tool descriptions alike.
+	handle := func(h func(context.Context, scope, *mcp.CallToolRequest) (*mcp.CallToolResult, error)) mcp.ToolHandler {
+		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := h(ctx, sc, req)
+			return g.redactResult(res), err
+		}
+	}
+	s.AddTool(searchToolDef(sc), handle(g.handleSearch))
+	s.AddTool(callToolDef(sc), handle(g.handleCall))
+	s.AddTool(loadToolDef(), handle(g.handleLoad))
 	reserved := map[string]bool{"search_tools": true, "call_tool": true, "load_mcp_server": true}
 	for _, e := range g.pipe.Extensions() {
 		for _, t := range e.Tools() {
@@ -276,7 +278,7 @@ func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolR
 	results, note, err := g.Search(ctx, sreq)
 	if err != nil {
 		if d, ok := extension.AsDenial(err); ok {
-			return errorResult("search_tools was refused by %s: %s", d.Rule, d.Reason), nil
+			return refusedResult(d, "search_tools was refused by %s: %s", d.Rule, d.Reason), nil
 		}
 		return errorResult("search_tools failed: %v", err), nil
 	}
@@ -457,6 +459,9 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 	}
 	res, err := srv.CallTool(ctx, t.Name, req.Arguments)
 	if err != nil {
+		if srv.Config().IsRemote() && authFailure(err) {
+			return errorResult("call_tool: %s", g.authMessage(server))
+		}
 		return upstreamError(srv, t.Name, err)
 	}
 	if res, err = g.pipe.Response(ctx, req, res); err != nil {
@@ -467,9 +472,19 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 
 func denialResult(tool string, err error) *mcp.CallToolResult {
 	if d, ok := extension.AsDenial(err); ok {
-		return errorResult("call_tool: %s was refused by %s: %s", tool, d.Rule, d.Reason)
+		return refusedResult(d, "call_tool: %s was refused by %s: %s", tool, d.Rule, d.Reason)
 	}
 	return errorResult("call_tool: %s was refused.", tool)
+}
+
+// refusedResult is the isError result of a denial. Its structuredContent
+// carries the JSON-RPC error an MCP proxy would have answered with, so a
+// client can tell the class of refusal apart:
+// {"error": {"code": -32001, "message": "..."}, "rule": "..."}.
+func refusedResult(d *extension.Denial, format string, args ...any) *mcp.CallToolResult {
+	res := errorResult(format, args...)
+	res.StructuredContent = map[string]any{"error": d.RPCError(), "rule": d.Rule}
+	return res
 }
 
 func upstreamError(srv *upstream.Server, tool string, err error) *mcp.CallToolResult {
@@ -520,6 +535,11 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 		return 0, err
 	}
 	cfg := &config.Server{Name: req.ServerName, URL: req.URL, Transport: config.TransportStreamableHTTP}
+	if conf, ok := g.cfg.Servers[req.ServerName]; ok && conf.IsRemote() && sameURL(conf.URL, req.URL) {
+		// The config declares this very server (e.g. disabled until
+		// needed): use its entry, headers and transport included.
+		cfg = conf
+	}
 	srv, err := g.ups.Add(cfg)
 	if err != nil {
 		return 0, err
@@ -527,6 +547,9 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 	tools, err := srv.ListTools(ctx)
 	if err != nil {
 		g.ups.Remove(req.ServerName)
+		if authFailure(err) {
+			return 0, errors.New(g.authMessage(req.ServerName))
+		}
 		return 0, fmt.Errorf("could not connect to %q at %s: %v", req.ServerName, req.URL, err)
 	}
 	if err := g.cat.SetServer(ctx, req.ServerName, tools); err != nil {

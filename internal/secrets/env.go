@@ -4,6 +4,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/config"
 )
 
 // StandardEnv are passed to every stdio server whatever its filter says.
@@ -112,4 +114,42 @@ func matchAny(globs []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// sensitiveWords mark a variable of the gateway's own environment as a
+// secret for redaction, wherever they appear in its name.
+var sensitiveWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION"}
+
+// ConfigValues lists the values a config makes secret: every .env value,
+// every value of a server's env block and headers (after $VAR resolution),
+// and the values of the gateway's own environment variables whose names
+// look like credentials.
+func ConfigValues(cfg *config.Config, environ []string) []string {
+	var out []string
+	for _, v := range cfg.DotEnv {
+		out = append(out, v)
+	}
+	for _, s := range cfg.Servers {
+		for _, v := range s.Env {
+			out = append(out, v)
+		}
+		for _, v := range s.Headers {
+			out = append(out, v)
+			// "Bearer xyz": the credential is the last word.
+			if f := strings.Fields(v); len(f) > 1 {
+				out = append(out, f[len(f)-1])
+			}
+		}
+	}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		u := strings.ToUpper(k)
+		for _, w := range sensitiveWords {
+			if strings.Contains(u, w) {
+				out = append(out, v)
+				break
+			}
+		}
+	}
+	return out
 }

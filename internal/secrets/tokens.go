@@ -31,6 +31,16 @@ type Tokens struct {
 
 	mu      sync.Mutex
 	changed map[string]seen // server → when its value was first seen as it is now
+	// The last read, reused while the file's size and mtime are unchanged:
+	// Get runs on every request to a remote server.
+	stamp  fileStamp
+	values map[string]string
+}
+
+type fileStamp struct {
+	size int64
+	mod  time.Time
+	ok   bool
 }
 
 type seen struct {
@@ -122,6 +132,17 @@ func (t *Tokens) Age(server string) time.Duration {
 }
 
 func (t *Tokens) read() (map[string]string, error) {
+	st, err := os.Stat(t.path)
+	if err == nil {
+		stamp := fileStamp{size: st.Size(), mod: st.ModTime(), ok: true}
+		t.mu.Lock()
+		if t.values != nil && t.stamp == stamp {
+			m := t.values
+			t.mu.Unlock()
+			return m, nil
+		}
+		t.mu.Unlock()
+	}
 	data, err := os.ReadFile(t.path)
 	if errors.Is(err, fs.ErrNotExist) && !t.explicit {
 		return map[string]string{}, nil
@@ -140,6 +161,10 @@ func (t *Tokens) read() (map[string]string, error) {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.values, t.stamp = m, fileStamp{}
+	if st, err := os.Stat(t.path); err == nil && st.ModTime().Equal(mod) {
+		t.stamp = fileStamp{size: st.Size(), mod: mod, ok: true}
+	}
 	for k, v := range m {
 		t.redact.Add(v)
 		sum := sha256.Sum256([]byte(v))

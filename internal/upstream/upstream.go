@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -22,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/secrets"
 )
 
 // Defaults for connection handling.
@@ -58,6 +60,10 @@ type Options struct {
 	// HTTPClient is the base client for remote servers (default: a client
 	// with sane timeouts on the transport).
 	HTTPClient *http.Client
+	// Token returns the bearer token for a remote server. It is asked on
+	// every request, so rotation needs no restart, and decides which
+	// servers may have a token at all.
+	Token func(cfg *config.Server) (token string, ok bool, err error)
 }
 
 // Manager owns every upstream server.
@@ -277,7 +283,10 @@ func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, *exec.Cmd, er
 		}
 		return sess, cmd, nil
 	}
-	hc := s.httpClient()
+	hc, err := s.httpClient()
+	if err != nil {
+		return nil, nil, err
+	}
 	if s.cfg.Transport == config.TransportSSE {
 		sess, err := client.Connect(ctx, &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, nil)
 		if err != nil {
@@ -302,7 +311,17 @@ func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, *exec.Cmd, er
 
 func (s *Server) command() *exec.Cmd {
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-	cmd.Env = childEnv(s.cfg.Env)
+	filter := secrets.EnvFilter{Allow: s.cfg.EnvAllow, Deny: s.cfg.EnvDeny}
+	env, stripped := filter.Apply(os.Environ(), s.cfg.Env)
+	cmd.Env = env
+	if len(stripped) > 0 {
+		// Names only: values never reach the log.
+		level := slog.LevelDebug
+		if len(s.cfg.EnvAllow)+len(s.cfg.EnvDeny) > 0 {
+			level = slog.LevelInfo
+		}
+		s.log.Log(context.Background(), level, "environment variables withheld from the server", "names", strings.Join(stripped, ","))
+	}
 	cmd.Dir = s.cfg.Dir
 	cmd.Stderr = &lineLogger{log: s.log}
 	// Own process group: stopping the server must end what it spawned
@@ -312,56 +331,53 @@ func (s *Server) command() *exec.Cmd {
 	return cmd
 }
 
-// standardEnv are the variables every child inherits from the gateway.
-var standardEnv = []string{"PATH", "HOME", "USER", "SHELL", "TERM", "LANG", "TMPDIR", "XDG_RUNTIME_DIR"}
-
-// childEnv is the environment of a stdio server: the standard variables of
-// the gateway's environment plus the server's own env block. Nothing else of
-// the gateway's environment (which may hold its secrets) is passed.
-func childEnv(own map[string]string) []string {
-	env := make([]string, 0, len(standardEnv)+len(own))
-	for _, k := range standardEnv {
-		if _, set := own[k]; set {
-			continue
-		}
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
+func (s *Server) httpClient() (*http.Client, error) {
+	origin, err := url.Parse(s.cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url: %v", err)
 	}
-	keys := make([]string, 0, len(own))
-	for k := range own {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+own[k])
-	}
-	return env
-}
-
-func (s *Server) httpClient() *http.Client {
 	base := s.m.opts.HTTPClient
-	if len(s.cfg.Headers) == 0 {
-		return base
-	}
 	rt := base.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
 	c := *base
-	c.Transport = &headerTransport{base: rt, headers: s.cfg.Headers}
-	return &c
+	t := &headerTransport{base: rt, headers: s.cfg.Headers, scheme: origin.Scheme, host: origin.Host}
+	if f := s.m.opts.Token; f != nil {
+		cfg := s.cfg
+		t.token = func() (string, bool, error) { return f(cfg) }
+	}
+	c.Transport = t
+	return &c, nil
 }
 
+// headerTransport adds configured headers and the bearer token, but only
+// to requests for the server's own origin: a redirect or an endpoint URL
+// pointing elsewhere never carries them. The token is looked up for every
+// request, so a rotated token is used from the next request on.
 type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
+	base         http.RoundTripper
+	headers      map[string]string
+	token        func() (string, bool, error)
+	scheme, host string
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(r.URL.Scheme, t.scheme) || !strings.EqualFold(r.URL.Host, t.host) {
+		return t.base.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	for k, v := range t.headers {
 		r.Header.Set(k, v)
+	}
+	if t.token != nil {
+		tok, ok, err := t.token()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}
 	}
 	return t.base.RoundTrip(r)
 }
@@ -384,13 +400,26 @@ func (s *Server) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 
 // CallTool calls tool (the upstream's own name) with args.
 func (s *Server) CallTool(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
-	sess, err := s.Session(ctx)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		sess, err := s.Session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.lastCall = time.Now()
+		s.mu.Unlock()
+		res, err := s.callOnce(ctx, sess, tool, args)
+		// A session whose connection already broke (the server died, but
+		// watch has not noticed yet) refuses the call before sending it,
+		// so it is safe to drop that session and try once on a fresh one.
+		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrConnectionClosed) && s.dropBroken(sess) {
+			continue
+		}
+		return res, err
 	}
-	s.mu.Lock()
-	s.lastCall = time.Now()
-	s.mu.Unlock()
+}
+
+func (s *Server) callOnce(ctx context.Context, sess *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.m.opts.CallTimeout)
 	defer cancel()
 	res, err := sess.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
@@ -401,6 +430,27 @@ func (s *Server) CallTool(ctx context.Context, tool string, args map[string]any)
 		return nil, err
 	}
 	return res, nil
+}
+
+// dropBroken forgets sess, whose connection is closing, if it is still the
+// current session, the way watch does when it ends. It reports whether the
+// server may be reconnected (it was not stopped meanwhile).
+func (s *Server) dropBroken(sess *mcp.ClientSession) bool {
+	s.mu.Lock()
+	var cmd *exec.Cmd
+	if s.session == sess {
+		cmd = s.cmd
+		s.session, s.cmd = nil, nil
+		s.state = StateFailed
+		s.lastErr = errors.New("connection closed by the server")
+	}
+	retry := s.state != StateStopped
+	s.mu.Unlock()
+	if cmd != nil {
+		s.log.Warn("upstream disconnected; reconnecting")
+		killGroup(cmd)
+	}
+	return retry
 }
 
 // Stop ends the server's session and, for stdio servers, its process group.

@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/config"
+)
+
+type echoIn struct {
+	Message string `json:"message"`
+}
+
+// echoUpstream serves one "echo" tool over streamable HTTP.
+func echoUpstream(tb testing.TB) string {
+	s := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes back the message"}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Message}}}, nil, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	tb.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// newTestGateway starts a gateway over cfg and connects an in-memory client.
+func newTestGateway(tb testing.TB, servers map[string]*config.Server) (*Gateway, *mcp.ClientSession) {
+	tb.Helper()
+	ctx := context.Background()
+	for n, s := range servers {
+		s.Name = n
+	}
+	cfg := &config.Config{Servers: servers, Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
+	g, err := New(ctx, Options{Config: cfg, StateDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { g.Close() })
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := g.Connect(ctx, st); err != nil {
+		tb.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cs.Close() })
+	return g, cs
+}
+
+func BenchmarkCallToolViaGateway(b *testing.B) {
+	url := echoUpstream(b)
+	_, cs := newTestGateway(b, map[string]*config.Server{"up": {URL: url + "/", Transport: config.TransportStreamableHTTP}})
+	ctx := context.Background()
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}}); err != nil || res.IsError {
+		b.Fatal(err, res)
+	}
+	p := &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": "hi"}}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := cs.CallTool(ctx, p)
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+}
+
+func BenchmarkCallToolDirect(b *testing.B) {
+	url := echoUpstream(b)
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := cs.CallTool(ctx, p)
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+}
