@@ -105,6 +105,23 @@ type Host struct {
 	ConfigDir string
 	// StateDir is where the extension may persist state.
 	StateDir string
+	// Emit records an event in the audit log and event stream. It is never
+	// nil (a no-op when nothing records events) and is safe to call
+	// concurrently. Events must not carry secrets or raw argument values.
+	Emit func(ctx context.Context, e Event)
+}
+
+// Event is a decision or detection worth recording. Type names the kind
+// (e.g. "cross_server_blocked", "detection"); Fields holds what is specific
+// to it.
+type Event struct {
+	Type    string
+	Session string
+	Server  string
+	Tool    string
+	Action  string
+	Reason  string
+	Fields  map[string]any
 }
 
 // SearchRequest is a search_tools call.
@@ -139,6 +156,9 @@ type CallRequest struct {
 	Arguments map[string]any
 	Session   string
 	Principal string
+	// Def is the upstream's definition of the tool (annotations included);
+	// filters must not modify it.
+	Def *mcp.Tool
 }
 
 // LoadRequest is a load_mcp_server call, seen before any connection is made.

@@ -109,7 +109,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	host := func(id string) extension.Host {
-		return extension.Host{Logger: log.With("extension", id), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir}
+		return extension.Host{Logger: log.With("extension", id), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit}
 	}
 	if g.pipe, err = pipeline.Build(ctx, log, host, builtins, opts.Extensions); err != nil {
 		return nil, err
@@ -197,6 +197,12 @@ func (g *Gateway) index(ctx context.Context, srv *upstream.Server) error {
 	}
 	g.log.Info("indexed server", "server", srv.Name(), "tools", len(tools))
 	return nil
+}
+
+// emit records an event. Until the audit log is wired in, events go to
+// the log at debug level.
+func (g *Gateway) emit(ctx context.Context, e extension.Event) {
+	g.log.DebugContext(ctx, "event", "type", e.Type, "session", e.Session, "server", e.Server, "tool", e.Tool, "action", e.Action, "reason", e.Reason)
 }
 
 // relist re-indexes a server after notifications/tools/list_changed.

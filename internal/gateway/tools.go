@@ -453,7 +453,7 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 	if !ok || !up {
 		return errorResult("call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server)
 	}
-	req.ServerName, req.Tool = server, tool
+	req.ServerName, req.Tool, req.Def = server, tool, t.Def
 	if err := g.pipe.Call(ctx, req); err != nil {
 		return denialResult(req.ToolName, err)
 	}

@@ -57,7 +57,14 @@ func Build(ctx context.Context, log *slog.Logger, host func(id string) extension
 	}
 	p := &Pipeline{log: log}
 	for _, e := range all {
-		if err := safe(func() error { return e.Provision(ctx, host(e.ID())) }); err != nil {
+		h := host(e.ID())
+		if h.Emit == nil {
+			h.Emit = func(context.Context, extension.Event) {}
+		}
+		if h.Logger == nil {
+			h.Logger = log.With("extension", e.ID())
+		}
+		if err := safe(func() error { return e.Provision(ctx, h) }); err != nil {
 			p.Close()
 			return nil, fmt.Errorf("extension %s: provision: %w", e.ID(), err)
 		}

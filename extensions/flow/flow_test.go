@@ -1,0 +1,138 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/extension"
+)
+
+func newFlow(t *testing.T, cfg string) (*Flow, *time.Time, *[]extension.Event) {
+	t.Helper()
+	e, err := New(json.RawMessage(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := e.(*Flow)
+	now := time.Unix(1_000_000, 0)
+	f.now = func() time.Time { return now }
+	var mu sync.Mutex
+	var events []extension.Event
+	f.Provision(context.Background(), extension.Host{Emit: func(_ context.Context, ev extension.Event) {
+		mu.Lock()
+		events = append(events, ev)
+		mu.Unlock()
+	}})
+	return f, &now, &events
+}
+
+func do(f *Flow, session, server, tool string) error {
+	return f.check(context.Background(), &extension.CallRequest{Session: session, ServerName: server, Tool: tool, ToolName: server + "__" + tool})
+}
+
+func TestReadThenSend(t *testing.T) {
+	f, now, events := newFlow(t, `{}`)
+	if err := do(f, "s1", "secrets", "read_password"); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(10 * time.Second)
+	if err := do(f, "s1", "secrets", "send_backup"); err != nil {
+		t.Fatalf("send on the same server: %v", err)
+	}
+	err := do(f, "s1", "mail", "send_email")
+	d, ok := extension.AsDenial(err)
+	if !ok || d.Rule != "cross_server.read_then_send" || !strings.Contains(d.Reason, `"secrets"`) {
+		t.Fatalf("cross-server send: %v", err)
+	}
+	if do(f, "s2", "mail", "send_email") != nil {
+		t.Fatal("another session was tainted")
+	}
+	*now = now.Add(21 * time.Second)
+	if err := do(f, "s1", "mail", "send_email"); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+	if len(*events) == 0 || (*events)[0].Type != "cross_server_blocked" || (*events)[0].Fields["severity"] != "critical" {
+		t.Fatalf("events: %+v", *events)
+	}
+}
+
+func TestCrossServerFlowActions(t *testing.T) {
+	f, _, events := newFlow(t, `{}`)
+	do(f, "s", "a", "get_record")
+	if err := do(f, "s", "b", "write_file"); err != nil {
+		t.Fatalf("default action for cross_server_flow is alert: %v", err)
+	}
+	if len(*events) != 1 || (*events)[0].Action != "alert" {
+		t.Fatalf("events %+v", *events)
+	}
+	f, _, _ = newFlow(t, `{"cross_server_flow": {"action": "block", "window": "5s"}}`)
+	do(f, "s", "a", "get_record")
+	if d, _ := extension.AsDenial(do(f, "s", "b", "frobnicate")); d == nil || d.Rule != "cross_server.cross_server_flow" {
+		t.Fatalf("unknown after cross-server read: %v", d)
+	}
+	if do(f, "s", "b", "list_things") != nil {
+		t.Fatal("a read is not a flow")
+	}
+}
+
+func TestCategory(t *testing.T) {
+	f, _, _ := newFlow(t, `{"classify": [{"tools": "crm__*", "category": "send"}]}`)
+	yes := true
+	tests := []struct {
+		q, tool string
+		def     *mcp.Tool
+		want    string
+	}{
+		{"crm__lookup", "lookup", nil, Send},
+		{"x__read_file", "read_file", nil, Read},
+		{"x__sendEmail", "sendEmail", nil, Send},
+		{"x__frob", "frob", &mcp.Tool{Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, Read},
+		{"x__frob", "frob", &mcp.Tool{Annotations: &mcp.ToolAnnotations{OpenWorldHint: &yes}}, Send},
+		{"x__frob", "frob", &mcp.Tool{Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}}, Write},
+		{"x__get-sum", "get-sum", nil, Read},
+		{"x__create_entities", "create_entities", nil, Write},
+		{"x__zap", "zap", nil, Unknown},
+	}
+	for _, tt := range tests {
+		if got := f.Category(tt.q, tt.tool, tt.def); got != tt.want {
+			t.Errorf("Category(%s) = %s, want %s", tt.q, got, tt.want)
+		}
+	}
+}
+
+// TestConcurrentSession runs reads and sends of one session in parallel
+// (meaningful under -race): decisions are serialised per session, so once
+// the read has been admitted every later send is refused.
+func TestConcurrentSession(t *testing.T) {
+	for range 20 {
+		f, _, _ := newFlow(t, `{}`)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); do(f, "s", "a", "read_secret") }()
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				do(f, "s", "b", "send_data")
+			}()
+		}
+		wg.Wait()
+		if err := do(f, "s", "b", "send_data"); err == nil {
+			t.Fatal("send admitted after the read completed")
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []string{`{"read_then_send": {"window": "x"}}`, `{"cross_server_flow": {"action": "warn"}}`, `{"classify": [{"tools": "[", "category": "read"}]}`, `{"classify": [{"tools": "*", "category": "exfil"}]}`, `{"nope": 1}`} {
+		if _, err := New(json.RawMessage(c)); err == nil {
+			t.Errorf("%s accepted", c)
+		}
+	}
+}

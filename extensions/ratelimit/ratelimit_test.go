@@ -1,0 +1,100 @@
+package ratelimit
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/extension"
+)
+
+func newLimiter(t *testing.T, cfg string) (*Limiter, *time.Time) {
+	t.Helper()
+	e, err := New(json.RawMessage(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := e.(*Limiter)
+	now := time.Unix(1_000_000, 0)
+	l.now = func() time.Time { return now }
+	l.Provision(context.Background(), extension.Host{Emit: func(context.Context, extension.Event) {}})
+	return l, &now
+}
+
+func call(l *Limiter, server string) error {
+	return l.check(context.Background(), &extension.CallRequest{ServerName: server, Tool: "t"})
+}
+
+func TestRatePerServer(t *testing.T) {
+	l, now := newLimiter(t, `{"default_rpm": 60, "default_burst": 2, "per_server": {"slow": {"calls_per_minute": 6, "burst": 1}}, "burst": {"enabled": false}}`)
+	for i := range 2 {
+		if err := call(l, "fast"); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	err := call(l, "fast")
+	d, ok := extension.AsDenial(err)
+	if !ok || d.Code != extension.CodeResourceExhausted || !strings.Contains(d.Reason, "retry after 1.0 s") {
+		t.Fatalf("third call: %v", err)
+	}
+	*now = now.Add(time.Second)
+	if err := call(l, "fast"); err != nil {
+		t.Fatalf("after a second: %v", err)
+	}
+	call(l, "slow")
+	if d, _ := extension.AsDenial(call(l, "slow")); d == nil || !strings.Contains(d.Reason, "retry after 10.0 s") {
+		t.Fatalf("slow server: %v", d)
+	}
+}
+
+func TestBurstDetector(t *testing.T) {
+	l, now := newLimiter(t, `{"burst": {"max_calls": 3, "window": "5s"}}`)
+	for range 3 {
+		if err := call(l, "s"); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(time.Second)
+	}
+	d, ok := extension.AsDenial(call(l, "s"))
+	if !ok || d.Rule != "rate_limits.burst" || !strings.Contains(d.Reason, "retry after 2.0 s") {
+		t.Fatalf("4th call in window: %v", d)
+	}
+	if call(l, "other") != nil {
+		t.Fatal("burst on one server limited another")
+	}
+	*now = now.Add(2 * time.Second)
+	if err := call(l, "s"); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+}
+
+func TestConcurrentCallsCannotSlipPast(t *testing.T) {
+	l, _ := newLimiter(t, `{"burst": {"max_calls": 5, "window": "1m"}}`)
+	var ok atomic.Int32
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if call(l, "s") == nil {
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 5 {
+		t.Fatalf("%d calls admitted, want 5", ok.Load())
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []string{`{"rpm": 5}`, `{"default_rpm": -1}`, `{"per_server": {"x": {"calls_per_minute": 0}}}`, `{"burst": {"window": "soon"}}`, `{"burst": {"max_calls": -2}}`} {
+		if _, err := New(json.RawMessage(c)); err == nil {
+			t.Errorf("%s accepted", c)
+		}
+	}
+}
