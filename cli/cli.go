@@ -46,6 +46,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...e
 		err = runTools(ctx, args, stdout, stderr, exts)
 	case "search":
 		err = runSearch(ctx, args, stdout, stderr, exts)
+	case "audit":
+		err = runAudit(ctx, args, stdout, stderr)
+	case "events":
+		err = runEvents(ctx, "events", "", args, stdout, stderr)
+	case "calls":
+		err = runEvents(ctx, "calls", "tool_call_intercepted", args, stdout, stderr)
+	case "detections":
+		err = runEvents(ctx, "detections", "detection", args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "toolgate", gateway.Version)
 	case "help", "-h", "--help":
@@ -77,6 +85,10 @@ Usage:
   toolgate [serve] --config FILE [--listen 127.0.0.1:PORT]   serve MCP over stdio (default) or HTTP at /mcp
   toolgate tools   --config FILE                              list the indexed tools
   toolgate search  --config FILE [--top-k N] "query"          run one search from the shell
+  toolgate events  [--session S] [--type T] [--since 1h] [--json]   read the audit log
+  toolgate calls   [--action block]                           call decisions from the audit log
+  toolgate detections [--severity high]                       detections from the audit log
+  toolgate audit verify                                       check the audit log's hash chain
   toolgate version
 
 Common flags:

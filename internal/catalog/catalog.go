@@ -5,6 +5,8 @@ package catalog
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -40,6 +42,8 @@ type Tool struct {
 	Qualified string
 	// Def is the upstream's definition, with the upstream's own name.
 	Def *mcp.Tool
+	// Hash is DefinitionHash(Def).
+	Hash string
 }
 
 // Match is a tool found by a search.
@@ -65,10 +69,24 @@ func New(idx search.Index) *Catalog {
 // Index returns the search index behind the catalog.
 func (c *Catalog) Index() search.Index { return c.index }
 
+// Change is how a SetServer changed one tool.
+type Change struct {
+	Tool *Tool
+	// Previous is the hash the tool had before, or "" if it is new.
+	Previous string
+}
+
 // SetServer replaces the tools of server with defs and re-indexes them.
 // Definitions without a name, and duplicates, are skipped with an error
 // listing them; the rest are kept.
 func (c *Catalog) SetServer(ctx context.Context, server string, defs []*mcp.Tool) error {
+	_, err := c.Update(ctx, server, defs)
+	return err
+}
+
+// Update is SetServer that also reports the tools that are new or whose
+// definition hash changed.
+func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) ([]Change, error) {
 	tools := make([]*Tool, 0, len(defs))
 	docs := make([]search.Doc, 0, len(defs))
 	seen := map[string]bool{}
@@ -83,26 +101,32 @@ func (c *Catalog) SetServer(ctx context.Context, server string, defs []*mcp.Tool
 			continue
 		}
 		seen[d.Name] = true
-		t := &Tool{Server: server, Name: d.Name, Qualified: Qualify(server, d.Name), Def: d}
+		t := &Tool{Server: server, Name: d.Name, Qualified: Qualify(server, d.Name), Def: d, Hash: DefinitionHash(d)}
 		tools = append(tools, t)
 		docs = append(docs, DocOf(t))
 	}
 	if err := c.index.Set(ctx, server, docs); err != nil {
-		return fmt.Errorf("index %s: %w", server, err)
+		return nil, fmt.Errorf("index %s: %w", server, err)
 	}
+	var changes []Change
 	c.mu.Lock()
+	prev := map[string]string{}
 	for _, t := range c.servers[server] {
+		prev[t.Qualified] = t.Hash
 		delete(c.tools, t.Qualified)
 	}
 	c.servers[server] = tools
 	for _, t := range tools {
 		c.tools[t.Qualified] = t
+		if h, ok := prev[t.Qualified]; !ok || h != t.Hash {
+			changes = append(changes, Change{Tool: t, Previous: h})
+		}
 	}
 	c.mu.Unlock()
 	if len(bad) > 0 {
-		return fmt.Errorf("server %s listed %s; skipped", server, strings.Join(bad, ", "))
+		return changes, fmt.Errorf("server %s listed %s; skipped", server, strings.Join(bad, ", "))
 	}
-	return nil
+	return changes, nil
 }
 
 // RemoveServer drops every tool of server.
@@ -210,4 +234,23 @@ func params(schema any) []search.Param {
 		out = append(out, p)
 	}
 	return out
+}
+
+// DefinitionHash is the SHA-256 of a tool's definition in canonical JSON:
+// name, description, input schema and annotations, with object keys sorted
+// (encoding/json sorts map keys; the schema is normalised through a map).
+func DefinitionHash(d *mcp.Tool) string {
+	var schema any
+	if b, err := json.Marshal(d.InputSchema); err == nil {
+		_ = json.Unmarshal(b, &schema)
+	}
+	var ann any
+	if d.Annotations != nil {
+		if b, err := json.Marshal(d.Annotations); err == nil {
+			_ = json.Unmarshal(b, &ann)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"name": d.Name, "description": d.Description, "inputSchema": schema, "annotations": ann})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -39,7 +39,27 @@ type Config struct {
 	DotEnv map[string]string
 	// Search configures the tool index.
 	Search Search
+	// Audit configures the audit log.
+	Audit Audit
 }
+
+// Audit is the "audit" object.
+type Audit struct {
+	// Enabled turns the audit log on (default true).
+	Enabled *bool `json:"enabled,omitempty"`
+	// Path of the log (default: audit.jsonl in the state directory),
+	// relative to the config.
+	Path string `json:"path,omitempty"`
+	// RecordArguments stores argument values; by default only their hash.
+	RecordArguments bool `json:"record_arguments,omitempty"`
+	// Fsync syncs every record to disk before the call returns. Without it
+	// a record still reaches the kernel before the call returns, which
+	// survives kill -9 but not a power cut.
+	Fsync bool `json:"fsync,omitempty"`
+}
+
+// On reports whether the audit log is enabled.
+func (a Audit) On() bool { return a.Enabled == nil || *a.Enabled }
 
 // Search modes.
 const (
@@ -102,6 +122,7 @@ type fileFormat struct {
 	MCPServers map[string]json.RawMessage `json:"mcpServers"`
 	Filters    json.RawMessage            `json:"filters,omitempty"`
 	Search     *Search                    `json:"search,omitempty"`
+	Audit      *Audit                     `json:"audit,omitempty"`
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
 	Schema string `json:"$schema,omitempty"`
 }
@@ -213,6 +234,12 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 	}
 	if ff.Search != nil {
 		cfg.Search = *ff.Search
+	}
+	if ff.Audit != nil {
+		cfg.Audit = *ff.Audit
+		if cfg.Audit.Path != "" && !filepath.IsAbs(cfg.Audit.Path) {
+			cfg.Audit.Path = filepath.Join(cfg.Dir, cfg.Audit.Path)
+		}
 	}
 	if err := cfg.Search.validate(cfg.Dir); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gate"
@@ -69,6 +70,7 @@ type Gateway struct {
 
 	tokens *secrets.Tokens
 	redact *secrets.Redactor
+	audit  *audit.Log
 
 	ctx    context.Context // lives until Close; used for background re-listing
 	cancel context.CancelFunc
@@ -104,6 +106,9 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 
+	if err := g.openAudit(); err != nil {
+		return nil, err
+	}
 	builtins, err := builtinExtensions(opts.Config)
 	if err != nil {
 		return nil, err
@@ -192,17 +197,25 @@ func (g *Gateway) index(ctx context.Context, srv *upstream.Server) error {
 	if err != nil {
 		return err
 	}
-	if err := g.cat.SetServer(ctx, srv.Name(), tools); err != nil {
-		g.log.Warn("some tools were not indexed", "server", srv.Name(), "error", err)
-	}
+	g.catalogue(ctx, srv.Name(), tools)
 	g.log.Info("indexed server", "server", srv.Name(), "tools", len(tools))
 	return nil
 }
 
-// emit records an event. Until the audit log is wired in, events go to
-// the log at debug level.
-func (g *Gateway) emit(ctx context.Context, e extension.Event) {
-	g.log.DebugContext(ctx, "event", "type", e.Type, "session", e.Session, "server", e.Server, "tool", e.Tool, "action", e.Action, "reason", e.Reason)
+// catalogue puts a server's tools in the catalogue and records each new or
+// changed definition.
+func (g *Gateway) catalogue(ctx context.Context, server string, tools []*mcp.Tool) {
+	changes, err := g.cat.Update(ctx, server, tools)
+	if err != nil {
+		g.log.Warn("some tools were not indexed", "server", server, "error", err)
+	}
+	for _, c := range changes {
+		if c.Previous == "" {
+			g.emit(ctx, extension.Event{Type: audit.ToolSeen, Server: server, Tool: c.Tool.Name, Fields: map[string]any{"tool_hash": c.Tool.Hash, "description": c.Tool.Def.Description}})
+		} else {
+			g.emit(ctx, extension.Event{Type: audit.ToolChanged, Server: server, Tool: c.Tool.Name, Fields: map[string]any{"previous_hash": c.Previous, "new_hash": c.Tool.Hash}})
+		}
+	}
 }
 
 // relist re-indexes a server after notifications/tools/list_changed.
@@ -247,6 +260,9 @@ func (g *Gateway) Close() error {
 	}
 	if c, ok := g.idx.(io.Closer); ok {
 		errs = append(errs, c.Close())
+	}
+	if g.audit != nil {
+		errs = append(errs, g.audit.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/upstream"
@@ -304,6 +306,7 @@ func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolR
 			out.DiscoveryToken = g.signer.Issue(sreq.Principal, names)
 		}
 	}
+	g.emit(ctx, extension.Event{Type: audit.Search, Session: sreq.Session, Fields: map[string]any{"query": a.Query, "top_k": topK, "results": names}})
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: renderSearch(a.Query, out, g.cfg.Filters.SimilarityThreshold)}},
 		StructuredContent: out,
@@ -430,44 +433,87 @@ func describeJSON(t []byte) string {
 func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest, token string) *mcp.CallToolResult {
 	server, tool, ok := catalog.Split(req.ToolName)
 	if !ok {
+		g.intercepted(ctx, req, "block", "malformed_name")
 		return errorResult("call_tool: %q is not a tool name from search_tools; names have the form server__tool. Call search_tools to find the tool first.", req.ToolName)
 	}
+	req.ServerName, req.Tool = server, tool
 	// The discovery gate. It cannot be configured off.
 	switch sc {
 	case scopeStateless:
 		if err := g.signer.Verify(token, req.Principal, req.ToolName); err != nil {
+			g.intercepted(ctx, req, "block", "discovery_gate")
 			return errorResult("call_tool: %q cannot be called: %v. Call search_tools to find the tool, then pass its discovery_token to call_tool.", req.ToolName, err)
 		}
 	default:
 		seen, err := g.gate.Has(ctx, req.Session, req.ToolName)
 		if err != nil {
 			g.log.Error("gate lookup failed; refusing", "error", err)
+			g.intercepted(ctx, req, "block", "discovery_gate_error")
 			return errorResult("call_tool: the discovery record could not be checked, so %q was not called; try again.", req.ToolName)
 		}
 		if !seen {
+			g.intercepted(ctx, req, "block", "discovery_gate")
 			return errorResult("call_tool: %q has not been returned by search_tools in this session. Call search_tools with a description of the task first, then call the tool by the exact name it returns.", req.ToolName)
 		}
 	}
 	t, ok := g.cat.Lookup(req.ToolName)
 	srv, up := g.ups.Get(server)
 	if !ok || !up {
+		g.intercepted(ctx, req, "block", "unknown_tool")
 		return errorResult("call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server)
 	}
-	req.ServerName, req.Tool, req.Def = server, tool, t.Def
+	req.Def = t.Def
 	if err := g.pipe.Call(ctx, req); err != nil {
+		d, _ := extension.AsDenial(err)
+		reason := "filter"
+		if d != nil {
+			reason = d.Rule
+		}
+		g.intercepted(ctx, req, "block", reason)
 		return denialResult(req.ToolName, err)
 	}
+	// The allow decision is recorded before the call runs; a call that
+	// cannot be recorded does not run.
+	if err := g.intercepted(ctx, req, "allow", ""); err != nil {
+		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user (%v).", req.ToolName, err)
+	}
+	start := time.Now()
 	res, err := srv.CallTool(ctx, t.Name, req.Arguments)
+	k, v := g.argsField(req.Arguments)
+	fields := map[string]any{k: v, "duration_ms": time.Since(start).Milliseconds()}
 	if err != nil {
+		fields["error"] = err.Error()
+		g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: server, Tool: tool, Action: "error", Fields: fields})
 		if srv.Config().IsRemote() && authFailure(err) {
 			return errorResult("call_tool: %s", g.authMessage(server))
 		}
 		return upstreamError(srv, t.Name, err)
 	}
+	fields["is_error"] = res.IsError
+	g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: server, Tool: tool, Action: "ok", Fields: fields})
 	if res, err = g.pipe.Response(ctx, req, res); err != nil {
+		d, _ := extension.AsDenial(err)
+		reason := "response_filter"
+		if d != nil {
+			reason = d.Rule
+		}
+		g.emit(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: req.Session, Server: server, Tool: tool, Action: "block", Reason: reason, Fields: map[string]any{"phase": "response"}})
 		return denialResult(req.ToolName, err)
 	}
 	return res
+}
+
+// intercepted records the gateway's decision on a call.
+func (g *Gateway) intercepted(ctx context.Context, req *extension.CallRequest, action, reason string) error {
+	fields := map[string]any{"phase": "request"}
+	if t, ok := g.cat.Lookup(req.ToolName); ok {
+		fields["tool_hash"] = t.Hash
+	}
+	err := g.record(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: req.Session, Server: req.ServerName, Tool: req.Tool, Action: action, Reason: reason, Fields: fields})
+	if err != nil {
+		g.log.Error("audit: event not recorded", "type", audit.ToolCallIntercepted, "error", err)
+	}
+	return err
 }
 
 func denialResult(tool string, err error) *mcp.CallToolResult {
@@ -532,6 +578,11 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 		return 0, fmt.Errorf("a server named %q is already connected; choose another name", req.ServerName)
 	}
 	if err := g.pipe.Load(ctx, req); err != nil {
+		reason := "load_filter"
+		if d, ok := extension.AsDenial(err); ok {
+			reason = d.Rule
+		}
+		g.emit(ctx, extension.Event{Type: audit.ServerLoadDenied, Session: req.Session, Server: req.ServerName, Action: "block", Reason: reason, Fields: map[string]any{"url": req.URL}})
 		return 0, err
 	}
 	cfg := &config.Server{Name: req.ServerName, URL: req.URL, Transport: config.TransportStreamableHTTP}
@@ -552,9 +603,8 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 		}
 		return 0, fmt.Errorf("could not connect to %q at %s: %v", req.ServerName, req.URL, err)
 	}
-	if err := g.cat.SetServer(ctx, req.ServerName, tools); err != nil {
-		g.log.Warn("some tools were not indexed", "server", req.ServerName, "error", err)
-	}
+	g.catalogue(ctx, req.ServerName, tools)
+	g.emit(ctx, extension.Event{Type: audit.ServerLoaded, Session: req.Session, Server: req.ServerName, Action: "allow", Fields: map[string]any{"url": req.URL, "tools": len(tools)}})
 	g.log.Info("loaded server at run time", "server", req.ServerName, "tools", len(tools))
 	return len(tools), nil
 }

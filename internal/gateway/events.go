@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/audit"
+)
+
+// openAudit opens the audit log the config asks for, or returns nil.
+func (g *Gateway) openAudit() error {
+	a := g.cfg.Audit
+	if !a.On() {
+		return nil
+	}
+	path := a.Path
+	if path == "" {
+		if g.stateDir == "" {
+			return nil
+		}
+		path = filepath.Join(g.stateDir, "audit.jsonl")
+	}
+	var redact func(string) string
+	if g.redact != nil {
+		redact = g.redact.String
+	}
+	l, err := audit.Open(path, audit.Options{NoSync: !a.Fsync, Redact: redact})
+	if err != nil {
+		return err
+	}
+	g.audit = l
+	g.log.Info("audit log", "path", path, "fsync", a.Fsync)
+	return nil
+}
+
+// emit records an event for extensions. A failure to record is logged:
+// extensions report detections, and the gateway's own call path checks
+// record() itself.
+func (g *Gateway) emit(ctx context.Context, e extension.Event) {
+	if err := g.record(ctx, e); err != nil {
+		g.log.Error("audit: event not recorded", "type", e.Type, "error", err)
+	}
+}
+
+// record appends one event to the audit log (written before it returns).
+func (g *Gateway) record(ctx context.Context, e extension.Event) error {
+	g.log.DebugContext(ctx, "event", "type", e.Type, "server", e.Server, "tool", e.Tool, "action", e.Action, "reason", e.Reason)
+	if g.audit == nil {
+		return nil
+	}
+	return g.audit.Append(audit.Event{
+		Type: e.Type, Session: e.Session, Server: e.Server, Tool: e.Tool,
+		Action: e.Action, Reason: e.Reason, Fields: e.Fields,
+	})
+}
+
+// AuditPath is the audit log's path, or "" when auditing is off.
+func (g *Gateway) AuditPath() string {
+	if g.audit == nil {
+		return ""
+	}
+	return g.audit.Path()
+}
+
+// argsField describes call arguments for an event: their hash, or the
+// values themselves when the operator asked for them.
+func (g *Gateway) argsField(args map[string]any) (string, any) {
+	if g.cfg.Audit.RecordArguments {
+		return "arguments", args
+	}
+	b, err := json.Marshal(args) // map keys are sorted: a canonical form
+	if err != nil {
+		return "arguments_hash", fmt.Sprintf("unencodable: %v", err)
+	}
+	sum := sha256.Sum256(b)
+	return "arguments_hash", "sha256:" + hex.EncodeToString(sum[:])
+}
