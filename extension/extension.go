@@ -48,6 +48,7 @@ type Extension interface {
 	CallFilter() CallFilter
 	LoadFilter() LoadFilter
 	ResponseFilter() ResponseFilter
+	ListFilter() ListFilter
 	// Tools and Resources are served beside the meta-tools.
 	Tools() []Tool
 	Resources() []Resource
@@ -64,6 +65,7 @@ func (Base) SearchFilter() SearchFilter                  { return nil }
 func (Base) CallFilter() CallFilter                      { return nil }
 func (Base) LoadFilter() LoadFilter                      { return nil }
 func (Base) ResponseFilter() ResponseFilter              { return nil }
+func (Base) ListFilter() ListFilter                      { return nil }
 func (Base) Tools() []Tool                               { return nil }
 func (Base) Resources() []Resource                       { return nil }
 
@@ -105,11 +107,33 @@ type Host struct {
 	ConfigDir string
 	// StateDir is where the extension may persist state.
 	StateDir string
+	// Tools returns a snapshot of every tool currently in the catalogue.
+	// Never nil.
+	Tools func() []ToolRef
 	// Emit records an event in the audit log and event stream. It is never
 	// nil (a no-op when nothing records events) and is safe to call
 	// concurrently. Events must not carry secrets or raw argument values.
 	Emit func(ctx context.Context, e Event)
 }
+
+// ToolRef is a catalogued tool.
+type ToolRef struct {
+	Server string
+	Def    *mcp.Tool
+}
+
+// ListRequest is a server's tool list, seen when the server is first
+// listed and whenever it is listed again (reconnect, list_changed).
+type ListRequest struct {
+	ServerName string
+	// RunTime is set for servers connected by load_mcp_server.
+	RunTime bool
+}
+
+// ListFilter sees a server's tools before they are catalogued and may drop
+// some: a dropped tool can be neither found nor called. It must not modify
+// the definitions.
+type ListFilter func(ctx context.Context, req *ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error)
 
 // Event is a decision or detection worth recording. Type names the kind
 // (e.g. "cross_server_blocked", "detection"); Fields holds what is specific

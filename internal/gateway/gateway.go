@@ -114,7 +114,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	host := func(id string) extension.Host {
-		return extension.Host{Logger: log.With("extension", id), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit}
+		return extension.Host{Logger: log.With("extension", id), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit, Tools: g.toolRefs}
 	}
 	if g.pipe, err = pipeline.Build(ctx, log, host, builtins, opts.Extensions); err != nil {
 		return nil, err
@@ -197,14 +197,36 @@ func (g *Gateway) index(ctx context.Context, srv *upstream.Server) error {
 	if err != nil {
 		return err
 	}
-	g.catalogue(ctx, srv.Name(), tools)
+	g.catalogue(ctx, srv.Name(), tools, g.runTime(srv.Name()))
 	g.log.Info("indexed server", "server", srv.Name(), "tools", len(tools))
 	return nil
 }
 
-// catalogue puts a server's tools in the catalogue and records each new or
-// changed definition.
-func (g *Gateway) catalogue(ctx context.Context, server string, tools []*mcp.Tool) {
+// runTime reports whether a server was connected by load_mcp_server.
+func (g *Gateway) runTime(name string) bool {
+	_, configured := g.cfg.Servers[name]
+	return !configured
+}
+
+// toolRefs is the catalogue snapshot extensions see.
+func (g *Gateway) toolRefs() []extension.ToolRef {
+	all := g.cat.All()
+	out := make([]extension.ToolRef, len(all))
+	for i, t := range all {
+		out[i] = extension.ToolRef{Server: t.Server, Def: t.Def}
+	}
+	return out
+}
+
+// catalogue passes a server's tools through the list filters, puts what
+// is left in the catalogue and records each new or changed definition. A
+// list filter that fails hides the whole list (fail closed).
+func (g *Gateway) catalogue(ctx context.Context, server string, tools []*mcp.Tool, runTime bool) {
+	tools, err := g.pipe.List(ctx, &extension.ListRequest{ServerName: server, RunTime: runTime}, tools)
+	if err != nil {
+		g.log.Error("list filter refused the server's tools; none are searchable", "server", server, "error", err)
+		tools = nil
+	}
 	changes, err := g.cat.Update(ctx, server, tools)
 	if err != nil {
 		g.log.Warn("some tools were not indexed", "server", server, "error", err)

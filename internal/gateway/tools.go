@@ -603,7 +603,7 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 		}
 		return 0, fmt.Errorf("could not connect to %q at %s: %v", req.ServerName, req.URL, err)
 	}
-	g.catalogue(ctx, req.ServerName, tools)
+	g.catalogue(ctx, req.ServerName, tools, true)
 	g.emit(ctx, extension.Event{Type: audit.ServerLoaded, Session: req.Session, Server: req.ServerName, Action: "allow", Fields: map[string]any{"url": req.URL, "tools": len(tools)}})
 	g.log.Info("loaded server at run time", "server", req.ServerName, "tools", len(tools))
 	return len(tools), nil

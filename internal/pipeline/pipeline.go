@@ -25,6 +25,7 @@ type Pipeline struct {
 	call     []stage[extension.CallFilter]
 	load     []stage[extension.LoadFilter]
 	response []stage[extension.ResponseFilter]
+	list     []stage[extension.ListFilter]
 }
 
 type stage[F any] struct {
@@ -64,6 +65,9 @@ func Build(ctx context.Context, log *slog.Logger, host func(id string) extension
 		if h.Logger == nil {
 			h.Logger = log.With("extension", e.ID())
 		}
+		if h.Tools == nil {
+			h.Tools = func() []extension.ToolRef { return nil }
+		}
 		if err := safe(func() error { return e.Provision(ctx, h) }); err != nil {
 			p.Close()
 			return nil, fmt.Errorf("extension %s: provision: %w", e.ID(), err)
@@ -92,6 +96,9 @@ func Build(ctx context.Context, log *slog.Logger, host func(id string) extension
 		}
 		if f := e.ResponseFilter(); f != nil {
 			p.response = append(p.response, stage[extension.ResponseFilter]{id, f})
+		}
+		if f := e.ListFilter(); f != nil {
+			p.list = append(p.list, stage[extension.ListFilter]{id, f})
 		}
 	}
 	return p, nil
@@ -143,6 +150,19 @@ func (p *Pipeline) Load(ctx context.Context, req *extension.LoadRequest) error {
 		}
 	}
 	return nil
+}
+
+// List passes a server's tool list through the list filters.
+func (p *Pipeline) List(ctx context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
+	for _, s := range p.list {
+		var out []*mcp.Tool
+		err := safe(func() (err error) { out, err = s.f(ctx, req, tools); return err })
+		if err != nil {
+			return nil, p.denial(s.id, "list", err)
+		}
+		tools = out
+	}
+	return tools, nil
 }
 
 // Response passes an upstream result through the response filters.
