@@ -1,0 +1,175 @@
+package accesscontrol
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/readme"
+)
+
+func newAC(t *testing.T, raw string) *AccessControl {
+	t.Helper()
+	e, err := New(json.RawMessage(raw))
+	if err != nil {
+		t.Fatalf("New(%s): %v", raw, err)
+	}
+	if err := e.Provision(context.Background(), extension.Host{}); err != nil {
+		t.Fatal(err)
+	}
+	return e.(*AccessControl)
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{`{"deny_pattern": ["x"]}`, `unknown field "deny_pattern"`},
+		{`{"deny": "github__delete_repo"}`, `deny: want an array of strings`},
+		{`{"deny": [""]}`, `deny[0]: empty tool name`},
+		{`{"deny_patterns": ["a", " "]}`, `deny_patterns[1]: empty pattern`},
+		{`{"allow_servers": ["a__b"]}`, `allow_servers[0]: "a__b" is not a server name`},
+		{`[]`, `want an object`},
+	}
+	for _, tt := range tests {
+		_, err := New(json.RawMessage(tt.raw))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New(%s) = %v, want error containing %q", tt.raw, err, tt.want)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name, config string
+		server, tool string
+		wantRule     string // "" means allowed
+	}{
+		{"empty config allows", `{}`, "github", "github__delete_repo", ""},
+		{"null config allows", `null`, "github", "github__delete_repo", ""},
+		{"exact deny", `{"deny": ["github__delete_repo"]}`, "github", "github__delete_repo", "access_control.deny"},
+		{"exact deny ignores case", `{"deny": ["GitHub__Delete_Repo"]}`, "github", "github__delete_repo", "access_control.deny"},
+		{"exact deny is exact", `{"deny": ["github__delete_repo"]}`, "github", "github__delete_repos", ""},
+		{"pattern", `{"deny_patterns": ["*__delete_*"]}`, "fs", "fs__delete_file", "access_control.deny_patterns"},
+		{"pattern ignores case", `{"deny_patterns": ["*__delete_*"]}`, "repo", "repo__Delete_Branch", "access_control.deny_patterns"},
+		{"pattern anchored", `{"deny_patterns": ["*__delete_*"]}`, "fs", "fs__undelete_file", ""},
+		{"pattern ? one char", `{"deny_patterns": ["everything__ech?"]}`, "everything", "everything__echo", "access_control.deny_patterns"},
+		{"allow_servers admits", `{"allow_servers": ["everything"]}`, "everything", "everything__echo", ""},
+		{"allow_servers refuses", `{"allow_servers": ["everything"]}`, "memory", "memory__read_graph", "access_control.allow_servers"},
+		{"allow_servers is case-sensitive", `{"allow_servers": ["Everything"]}`, "everything", "everything__echo", "access_control.allow_servers"},
+		{"allow_servers before deny", `{"allow_servers": ["a"], "deny": ["b__x"]}`, "b", "b__x", "access_control.allow_servers"},
+		{"deny inside allowed server", `{"allow_servers": ["a"], "deny_patterns": ["a__rm*"]}`, "a", "a__rm_rf", "access_control.deny_patterns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAC(t, tt.config)
+			// The call filter and the search filter must agree.
+			err := a.CallFilter()(context.Background(), &extension.CallRequest{ToolName: tt.tool, ServerName: tt.server})
+			res, serr := a.SearchFilter()(context.Background(), &extension.SearchRequest{Query: "q", TopK: 5},
+				[]extension.SearchResult{{Name: tt.tool, Server: tt.server}})
+			if serr != nil {
+				t.Fatal(serr)
+			}
+			if tt.wantRule == "" {
+				if err != nil || len(res) != 1 {
+					t.Fatalf("want allowed; call: %v, search kept %d", err, len(res))
+				}
+				return
+			}
+			d, ok := extension.AsDenial(err)
+			if !ok || d.Rule != tt.wantRule {
+				t.Fatalf("call: got %v, want a denial by %s", err, tt.wantRule)
+			}
+			if strings.Contains(d.Reason, "delete") || strings.Contains(d.Reason, "*") {
+				t.Errorf("reason %q leaks the policy", d.Reason)
+			}
+			if len(res) != 0 {
+				t.Fatalf("search kept %v", res)
+			}
+		})
+	}
+}
+
+func TestCallFilterWithoutServerName(t *testing.T) {
+	a := newAC(t, `{"allow_servers": ["everything"]}`)
+	err := a.CallFilter()(context.Background(), &extension.CallRequest{ToolName: "memory__read_graph"})
+	if d, ok := extension.AsDenial(err); !ok || d.Rule != "access_control.allow_servers" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestSearchFilterKeepsOrderAndInput(t *testing.T) {
+	a := newAC(t, `{"deny_patterns": ["*__delete_*"]}`)
+	in := []extension.SearchResult{
+		{Name: "fs__read_file", Server: "fs"},
+		{Name: "fs__delete_file", Server: "fs"},
+		{Name: "fs__write_file", Server: "fs"},
+	}
+	orig := slices.Clone(in)
+	out, err := a.SearchFilter()(context.Background(), &extension.SearchRequest{}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range out {
+		names = append(names, r.Name)
+	}
+	if want := []string{"fs__read_file", "fs__write_file"}; !slices.Equal(names, want) {
+		t.Fatalf("got %v, want %v", names, want)
+	}
+	if !slices.Equal(in, orig) {
+		t.Fatal("the filter modified its input slice")
+	}
+}
+
+func TestRegistered(t *testing.T) {
+	f, ok := extension.Lookup(Key)
+	if !ok {
+		t.Fatal("access_control is not registered")
+	}
+	e, err := f(json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := extension.ValidateID(e.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if e.Phase() != extension.PhaseAuthorize {
+		t.Fatalf("phase %v", e.Phase())
+	}
+}
+
+func TestReadmeExamples(t *testing.T) {
+	ex, err := readme.Examples("README.md", Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex) == 0 {
+		t.Fatal("README.md has no JSON example of filters.access_control")
+	}
+	for i, raw := range ex {
+		if _, err := New(raw); err != nil {
+			t.Errorf("example %d: %v\n%s", i+1, err, raw)
+		}
+	}
+}
+
+// TestConcurrent runs the filters from many goroutines (meaningful under -race).
+func TestConcurrent(t *testing.T) {
+	a := newAC(t, `{"deny_patterns": ["*__delete_*"], "allow_servers": ["fs"]}`)
+	call, srch := a.CallFilter(), a.SearchFilter()
+	done := make(chan struct{})
+	for range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 200 {
+				_ = call(context.Background(), &extension.CallRequest{ToolName: "fs__delete_x", ServerName: "fs"})
+				_, _ = srch(context.Background(), &extension.SearchRequest{}, []extension.SearchResult{{Name: "fs__a", Server: "fs"}})
+			}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+}
