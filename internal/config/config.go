@@ -84,6 +84,9 @@ type Filters struct {
 	SimilarityThreshold float64
 	// Extensions maps a filter key (e.g. "access_control") to its raw JSON.
 	Extensions map[string]json.RawMessage
+	// Order lists the keys of Extensions as they appear in the file: inside
+	// a pipeline phase, built-in filters run in this order.
+	Order []string
 }
 
 // Transport names accepted in a server's "transport" field.
@@ -261,7 +264,12 @@ func parseFilters(raw json.RawMessage) (Filters, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return f, fmt.Errorf("filters: %v", err)
 	}
-	for k, v := range m {
+	order, err := objectKeys(raw)
+	if err != nil {
+		return f, fmt.Errorf("filters: %v", err)
+	}
+	for _, k := range order {
+		v := m[k]
 		if k == "similarity_threshold" {
 			var t float64
 			if err := json.Unmarshal(v, &t); err != nil {
@@ -273,9 +281,35 @@ func parseFilters(raw json.RawMessage) (Filters, error) {
 			f.SimilarityThreshold = t
 			continue
 		}
+		if _, dup := f.Extensions[k]; dup {
+			return f, fmt.Errorf("filters: key %q appears twice", k)
+		}
 		f.Extensions[k] = v
+		f.Order = append(f.Order, k)
 	}
 	return f, nil
+}
+
+// objectKeys returns the keys of a JSON object in file order.
+func objectKeys(raw json.RawMessage) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
 }
 
 // ValidateServerName reports whether name can be used for an upstream:

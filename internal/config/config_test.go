@@ -113,3 +113,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestFilterOrderIsFileOrder(t *testing.T) {
+	cfg, err := Parse([]byte(`{"mcpServers":{},"filters":{"rego_policy":"p.rego","similarity_threshold":0.2,"access_control":{},"load_control":{}}}`), "c.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Filters.Order, ","); got != "rego_policy,access_control,load_control" {
+		t.Fatalf("order = %s", got)
+	}
+	if _, err := Parse([]byte(`{"mcpServers":{},"filters":{"a":{},"a":{}}}`), "c.json", nil); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("duplicate key: %v", err)
+	}
+}

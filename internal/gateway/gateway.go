@@ -140,13 +140,16 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 }
 
 // builtinExtensions instantiates the extension registered for every key of
-// the filters object other than similarity_threshold, in sorted key order.
+// the filters object other than similarity_threshold, in the file's order.
 func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
-	keys := make([]string, 0, len(cfg.Filters.Extensions))
-	for k := range cfg.Filters.Extensions {
-		keys = append(keys, k)
+	keys := cfg.Filters.Order
+	if len(keys) != len(cfg.Filters.Extensions) { // a config built in code
+		keys = keys[:0:0]
+		for k := range cfg.Filters.Extensions {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
 	}
-	sort.Strings(keys)
 	var out []extension.Extension
 	for _, k := range keys {
 		f, ok := extension.Lookup(k)
