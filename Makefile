@@ -7,7 +7,7 @@ LISTEN  ?= 127.0.0.1:8787
 CONFIG  ?= examples/config.json
 BIN     := bin/toolgate
 
-.PHONY: all build run run-stdio deps model verify-model test e2e unit lint fuzz bench bench-retrieval clean
+.PHONY: all build run run-stdio deps model verify-model test e2e unit lint fuzz bench bench-retrieval generate check-generated clean
 
 all: build
 
@@ -50,12 +50,27 @@ e2e: deps
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
+	cd examples/audit-extension && $(GO) vet . && $(GO) mod tidy -diff
 
+# Regenerate the ExtMCP gRPC code from proto/ (needs protoc: apt-get install protobuf-compiler).
+generate:
+	scripts/generate.sh
+
+# Fail if the committed generated code is not what proto/ generates.
+check-generated:
+	REQUIRE_PROTOC=1 scripts/check-generated.sh
+
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=30s ./internal/config
+	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/config
+	$(GO) test -run=^$$ -fuzz=FuzzTokenize -fuzztime=$(FUZZTIME) ./internal/search
+	$(GO) test -run=^$$ -fuzz=FuzzMatch -fuzztime=$(FUZZTIME) ./extensions/internal/glob
+	$(GO) test -run=^$$ -fuzz=FuzzURLPatternMatch -fuzztime=$(FUZZTIME) ./extensions/loadcontrol
+	$(GO) test -run=^$$ -fuzz=FuzzProcessorAnswers -fuzztime=$(FUZZTIME) ./extensions/extmcp
 
 bench: deps
 	$(GO) run ./bench/latency
+	$(GO) test -run '^$$' -bench 'RegoCall|Loopback' -benchmem ./extensions/rego ./extensions/extmcp
 
 bench-retrieval: deps
 	$(GO) run ./bench/retrieval
