@@ -7,6 +7,7 @@ import (
 	_ "github.com/toolgate/toolgate/extensions/extmcp"        // guardrails
 	_ "github.com/toolgate/toolgate/extensions/flow"          // cross_server
 	_ "github.com/toolgate/toolgate/extensions/loadcontrol"   // load_control
+	_ "github.com/toolgate/toolgate/extensions/outputpoison"  // output_poisoning
 	_ "github.com/toolgate/toolgate/extensions/ratelimit"     // rate_limits
 	_ "github.com/toolgate/toolgate/extensions/rego"          // rego_policy
 )

@@ -1,0 +1,363 @@
+// Package poison detects poisoned MCP tool definitions (hidden instructions,
+// credential theft, exfiltration, shell injection, path traversal and plainly
+// malicious capabilities in descriptions and input schemas) and instructions
+// injected into tool outputs (text aimed at the model that reads the result).
+//
+// The detector is a set of structured pattern families, not a list of
+// phrases: text is normalised (invisible characters removed, full-width
+// letters folded), split into segments (lines and sentences), and each family
+// looks at a segment, sometimes with its neighbours (the code block an
+// instruction introduces, how much the segment shares with the rest of the
+// document). Every match is a [Finding] with a category, a severity, the JSON
+// path of the string it was found in and at most [MaxContext] characters of
+// context with secrets masked. A [Verdict] is malicious when a finding reaches
+// the configured threshold.
+//
+// A [Detector] is immutable after [NewDetector] and safe for concurrent use.
+package poison
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Severity orders findings. The zero value is SeverityNone.
+type Severity int
+
+// Severities, lowest first.
+const (
+	SeverityNone Severity = iota
+	SeverityLow
+	SeverityMedium
+	SeverityHigh
+	SeverityCritical
+)
+
+var severityNames = [...]string{"none", "low", "medium", "high", "critical"}
+
+func (s Severity) String() string {
+	if s < 0 || int(s) >= len(severityNames) {
+		return fmt.Sprintf("severity(%d)", int(s))
+	}
+	return severityNames[s]
+}
+
+// ParseSeverity parses "low", "medium", "high" or "critical" (any case).
+func ParseSeverity(s string) (Severity, error) {
+	for i, n := range severityNames {
+		if i > 0 && strings.EqualFold(strings.TrimSpace(s), n) {
+			return Severity(i), nil
+		}
+	}
+	return SeverityNone, fmt.Errorf("unknown severity %q (want low, medium, high or critical)", s)
+}
+
+// Categories of findings.
+const (
+	CatHiddenInstructions  = "hidden_instructions"
+	CatCredentialTheft     = "credential_theft"
+	CatExfiltration        = "exfiltration"
+	CatShellInjection      = "shell_injection"
+	CatPathTraversal       = "path_traversal"
+	CatMaliciousCapability = "malicious_capability"
+	CatToolShadowing       = "tool_shadowing"
+	CatInjectedInstruction = "injected_instruction"
+	CatHiddenText          = "hidden_text"
+)
+
+// Kind says what is being scanned.
+type Kind int
+
+// Kinds of text.
+const (
+	KindDefinition Kind = 1 << iota
+	KindOutput
+)
+
+// MaxContext is the most characters (runes) a Finding's Context holds.
+const MaxContext = 50
+
+// Finding is one detection.
+type Finding struct {
+	Category string `json:"category"`
+	Severity string `json:"severity"`
+	// Path is the JSON path of the scanned string: "description",
+	// "inputSchema.properties.path.description", "text", ...
+	Path string `json:"path"`
+	// Context is at most MaxContext characters around the match, with
+	// whitespace collapsed and secret-looking values masked.
+	Context string `json:"context"`
+	// Rule names the pattern family (or user pattern) that matched.
+	Rule string `json:"rule,omitempty"`
+
+	sev Severity
+}
+
+// Verdict is the result of one scan.
+type Verdict struct {
+	// Malicious is true when a finding reaches the threshold for the kind.
+	Malicious bool `json:"malicious"`
+	// Severity is the highest finding severity, "none" without findings.
+	Severity string    `json:"severity"`
+	Findings []Finding `json:"findings"`
+}
+
+// Pattern is a user-configured regular expression (RE2 syntax, matched
+// case-insensitively unless it sets its own flags).
+type Pattern struct {
+	Name     string `json:"name,omitempty"`
+	Category string `json:"category"`
+	Severity string `json:"severity"`
+	Pattern  string `json:"pattern"`
+	// Kinds limits the pattern to "definition" and/or "output" (default
+	// both).
+	Kinds []string `json:"kinds,omitempty"`
+}
+
+// Config configures a Detector. The zero value uses the built-in families
+// with the default thresholds. It is the "filters.poisoning" object of the
+// gateway configuration (see README.md).
+type Config struct {
+	// DefinitionThreshold is the lowest severity that makes a definition
+	// verdict malicious (default "medium").
+	DefinitionThreshold string `json:"definition_threshold,omitempty"`
+	// OutputThreshold is the same for tool outputs (default "medium").
+	OutputThreshold string `json:"output_threshold,omitempty"`
+	// Patterns are extra user patterns.
+	Patterns []Pattern `json:"patterns,omitempty"`
+	// Disable turns off built-in rules by rule name or by category.
+	Disable []string `json:"disable,omitempty"`
+	// MaxTextBytes bounds how much of one string is scanned (default
+	// 256 KiB); the rest is ignored.
+	MaxTextBytes int `json:"max_text_bytes,omitempty"`
+}
+
+// ParseConfig decodes a "filters.poisoning" JSON object strictly (unknown
+// keys are errors). Empty input yields the zero Config.
+func ParseConfig(raw []byte) (Config, error) {
+	var c Config
+	if len(strings.TrimSpace(string(raw))) == 0 || strings.TrimSpace(string(raw)) == "null" {
+		return c, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("poisoning config: %v", err)
+	}
+	return c, nil
+}
+
+// DefaultMaxTextBytes is the default of Config.MaxTextBytes.
+const DefaultMaxTextBytes = 256 << 10
+
+// Detector scans definitions and outputs. It is immutable and safe for
+// concurrent use.
+type Detector struct {
+	rules        []*rule
+	defThreshold Severity
+	outThreshold Severity
+	maxBytes     int
+}
+
+// NewDetector validates cfg and builds a Detector. Errors name the offending
+// pattern by index and name.
+func NewDetector(cfg Config) (*Detector, error) {
+	d := &Detector{defThreshold: SeverityMedium, outThreshold: SeverityMedium, maxBytes: cfg.MaxTextBytes}
+	var errs []error
+	if cfg.DefinitionThreshold != "" {
+		s, err := ParseSeverity(cfg.DefinitionThreshold)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("definition_threshold: %v", err))
+		}
+		d.defThreshold = s
+	}
+	if cfg.OutputThreshold != "" {
+		s, err := ParseSeverity(cfg.OutputThreshold)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("output_threshold: %v", err))
+		}
+		d.outThreshold = s
+	}
+	if cfg.MaxTextBytes < 0 {
+		errs = append(errs, fmt.Errorf("max_text_bytes: %d is negative", cfg.MaxTextBytes))
+	}
+	if d.maxBytes <= 0 {
+		d.maxBytes = DefaultMaxTextBytes
+	}
+	disabled := map[string]bool{}
+	for _, n := range cfg.Disable {
+		disabled[n] = true
+	}
+	known := map[string]bool{}
+	for _, r := range builtinRules {
+		known[r.name], known[r.category] = true, true
+		if !disabled[r.name] && !disabled[r.category] {
+			d.rules = append(d.rules, r)
+		}
+	}
+	for _, n := range cfg.Disable {
+		if !known[n] {
+			errs = append(errs, fmt.Errorf("disable: %q is neither a built-in rule nor a category", n))
+		}
+	}
+	for i, p := range cfg.Patterns {
+		r, err := userRule(p)
+		if err != nil {
+			label := fmt.Sprintf("patterns[%d]", i)
+			if p.Name != "" {
+				label += fmt.Sprintf(" (%s)", p.Name)
+			}
+			errs = append(errs, fmt.Errorf("%s: %v", label, err))
+			continue
+		}
+		d.rules = append(d.rules, r)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+var categoryRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+func userRule(p Pattern) (*rule, error) {
+	if p.Pattern == "" {
+		return nil, errors.New(`"pattern" is empty`)
+	}
+	if !categoryRE.MatchString(p.Category) {
+		return nil, fmt.Errorf(`"category" %q: want lower-case letters, digits and _ (e.g. "exfiltration")`, p.Category)
+	}
+	sev, err := ParseSeverity(p.Severity)
+	if err != nil {
+		return nil, fmt.Errorf(`"severity": %v`, err)
+	}
+	src := p.Pattern
+	if !strings.HasPrefix(src, "(?") {
+		src = "(?i)" + src
+	}
+	re, err := regexp.Compile(src)
+	if err != nil {
+		return nil, fmt.Errorf(`"pattern" %q: %v`, p.Pattern, err)
+	}
+	if re.MatchString("") {
+		return nil, fmt.Errorf(`"pattern" %q matches the empty string`, p.Pattern)
+	}
+	var kinds Kind
+	for _, k := range p.Kinds {
+		switch k {
+		case "definition":
+			kinds |= KindDefinition
+		case "output":
+			kinds |= KindOutput
+		default:
+			return nil, fmt.Errorf(`"kinds": unknown kind %q (want "definition" or "output")`, k)
+		}
+	}
+	if kinds == 0 {
+		kinds = KindDefinition | KindOutput
+	}
+	name := p.Name
+	if name == "" {
+		name = "custom"
+	}
+	return &rule{name: "custom:" + name, category: p.Category, sev: sev, kinds: kinds, re: re, anywhere: true}, nil
+}
+
+// ScanDefinition scans a tool's description and every string inside its
+// input schema (property names excluded; descriptions, titles, enums,
+// defaults, examples, patterns and so on included). inputSchema may be a
+// decoded JSON value (map[string]any, []any, ...), json.RawMessage, []byte
+// or a string holding JSON; anything else is marshalled to JSON first.
+func (d *Detector) ScanDefinition(name, description string, inputSchema any) Verdict {
+	var fs []Finding
+	if len(name) > 24 {
+		// A long tool name is read by the model like text.
+		fs = d.scanText(fs, KindDefinition, "name", strings.NewReplacer("_", " ", "-", " ").Replace(name))
+	}
+	fs = d.scanText(fs, KindDefinition, "description", description)
+	walkStrings(normalizeSchema(inputSchema), "inputSchema", 0, func(path, s string) {
+		fs = d.scanText(fs, KindDefinition, path, s)
+	})
+	return d.verdict(fs, d.defThreshold)
+}
+
+// ScanOutput scans one text block of a tool result.
+func (d *Detector) ScanOutput(text string) Verdict {
+	return d.verdict(d.scanText(nil, KindOutput, "text", text), d.outThreshold)
+}
+
+// ScanText scans a single string of the given kind; path labels findings.
+func (d *Detector) ScanText(kind Kind, path, text string) Verdict {
+	th := d.defThreshold
+	if kind == KindOutput {
+		th = d.outThreshold
+	}
+	return d.verdict(d.scanText(nil, kind, path, text), th)
+}
+
+func (d *Detector) verdict(fs []Finding, threshold Severity) Verdict {
+	v := Verdict{Findings: dedupe(fs)}
+	top := SeverityNone
+	for _, f := range v.Findings {
+		top = max(top, f.sev)
+	}
+	v.Severity = top.String()
+	v.Malicious = top >= threshold && top > SeverityNone
+	if v.Findings == nil {
+		v.Findings = []Finding{}
+	}
+	return v
+}
+
+// dedupe keeps one finding per (category, path, rule) with the highest
+// severity, ordered by severity then position of discovery.
+func dedupe(fs []Finding) []Finding {
+	if len(fs) == 0 {
+		return nil
+	}
+	type key struct{ c, p, r string }
+	best := map[key]int{}
+	var out []Finding
+	for _, f := range fs {
+		k := key{f.Category, f.Path, f.Rule}
+		if i, ok := best[k]; ok {
+			if f.sev > out[i].sev {
+				out[i] = f
+			}
+			continue
+		}
+		best[k] = len(out)
+		out = append(out, f)
+	}
+	slices.SortStableFunc(out, func(a, b Finding) int { return cmp.Compare(b.sev, a.sev) })
+	return out
+}
+
+// ConfigFromFile reads a Config from a file's bytes: either a whole toolgate
+// config (its "filters.poisoning" object is used; absent means defaults) or
+// the poisoning object itself.
+func ConfigFromFile(raw []byte) (Config, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return Config{}, fmt.Errorf("poisoning config: %v", err)
+	}
+	if _, ok := top["mcpServers"]; ok || top["filters"] != nil {
+		var f struct {
+			Filters map[string]json.RawMessage `json:"filters"`
+		}
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return Config{}, fmt.Errorf("filters: %v", err)
+		}
+		c, err := ParseConfig(f.Filters["poisoning"])
+		if err != nil {
+			return c, fmt.Errorf("filters.poisoning: %v", err)
+		}
+		return c, nil
+	}
+	return ParseConfig(raw)
+}

@@ -1,0 +1,80 @@
+package poison
+
+// scanText runs every rule of the kind over one string and appends the
+// findings to fs.
+func (d *Detector) scanText(fs []Finding, kind Kind, path, text string) []Finding {
+	if text == "" {
+		return fs
+	}
+	n := normalize(text, d.maxBytes)
+	if n.tags != "" {
+		fs = append(fs, newFinding(CatHiddenText, "unicode_tags", SeverityHigh, path, excerpt(n.tags, 0, min(len(n.tags), MaxContext))))
+		// Scan the smuggled text as well.
+		fs = d.scanNormalized(fs, kind, path, n.tags)
+	}
+	if n.bidi > 0 {
+		sev := SeverityMedium
+		if kind == KindOutput {
+			sev = SeverityLow
+		}
+		fs = append(fs, newFinding(CatHiddenText, "bidi_override", sev, path, excerpt(n.text, 0, 0)))
+	}
+	if n.invisible > 0 {
+		fs = append(fs, newFinding(CatHiddenText, "zero_width", SeverityLow, path, excerpt(n.text, 0, 0)))
+	}
+	return d.scanNormalized(fs, kind, path, n.text)
+}
+
+func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []Finding {
+	doc := parseDocument(text)
+	m := &match{doc: doc, kind: kind}
+	for _, r := range d.rules {
+		if r.kinds&kind == 0 {
+			continue
+		}
+		sev := r.sev
+		if kind == KindOutput && r.outSev != SeverityNone {
+			sev = r.outSev
+		}
+		for i := range doc.segs {
+			s := &doc.segs[i]
+			if kind == KindOutput && !r.anywhere && !inScope(r.scope, s) {
+				continue
+			}
+			in := s.text
+			if r.anywhere {
+				in = s.orig
+			}
+			loc := r.re.FindStringSubmatchIndex(in)
+			if loc == nil {
+				continue
+			}
+			got := sev
+			if r.check != nil {
+				m.seg, m.loc, m.sev = s, loc, sev
+				got = r.check(m)
+				if got == SeverityNone {
+					continue
+				}
+			}
+			fs = append(fs, newFinding(r.category, r.name, got, path, excerpt(text, s.start+loc[0], s.start+loc[1])))
+		}
+	}
+	return fs
+}
+
+func inScope(sc scope, s *segment) bool {
+	switch sc {
+	case scopeProse:
+		return !s.code && !s.table
+	case scopeText:
+		return !s.code
+	case scopeCode:
+		return s.code
+	}
+	return true
+}
+
+func newFinding(cat, rule string, sev Severity, path, ctx string) Finding {
+	return Finding{Category: cat, Severity: sev.String(), Path: path, Context: ctx, Rule: rule, sev: sev}
+}
