@@ -60,6 +60,11 @@ type Options struct {
 	// HTTPClient is the base client for remote servers (default: a client
 	// with sane timeouts on the transport).
 	HTTPClient *http.Client
+	// ClientOptions, if set, gives the client options (handlers for
+	// server-to-client requests and notifications) for a server's
+	// session; the manager chains its own tools/list_changed handling onto
+	// them.
+	ClientOptions func(server string) mcp.ClientOptions
 	// Token returns the bearer token for a remote server. It is asked on
 	// every request, so rotation needs no restart, and decides which
 	// servers may have a token at all.
@@ -267,13 +272,20 @@ func (s *Server) watch(sess *mcp.ClientSession, cmd *exec.Cmd) {
 }
 
 func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, *exec.Cmd, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: Version}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			if f := s.m.opts.OnToolsChanged; f != nil {
-				go f(s.cfg.Name)
-			}
-		},
-	})
+	var copts mcp.ClientOptions
+	if f := s.m.opts.ClientOptions; f != nil {
+		copts = f(s.cfg.Name)
+	}
+	next := copts.ToolListChangedHandler
+	copts.ToolListChangedHandler = func(ctx context.Context, req *mcp.ToolListChangedRequest) {
+		if f := s.m.opts.OnToolsChanged; f != nil {
+			go f(s.cfg.Name)
+		}
+		if next != nil {
+			next(ctx, req)
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: Version}, &copts)
 	if !s.cfg.IsRemote() {
 		cmd := s.command()
 		sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: stopGrace}, nil)
