@@ -8,7 +8,6 @@
 package flow
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/strict"
 )
 
 // Key is the filters config key.
@@ -90,9 +90,7 @@ type read struct {
 // blocking, 30 s; cross_server_flow on, alerting, 30 s.
 func New(raw json.RawMessage) (extension.Extension, error) {
 	var cfg Config
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := strict.Decode(raw, &cfg); err != nil {
 		return nil, err
 	}
 	if cfg.ReadThenSend == nil {

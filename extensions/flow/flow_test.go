@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/readme"
 )
 
 func newFlow(t *testing.T, cfg string) (*Flow, *time.Time, *[]extension.Event) {
@@ -133,6 +134,21 @@ func TestConfigErrors(t *testing.T) {
 	for _, c := range []string{`{"read_then_send": {"window": "x"}}`, `{"cross_server_flow": {"action": "warn"}}`, `{"classify": [{"tools": "[", "category": "read"}]}`, `{"classify": [{"tools": "*", "category": "exfil"}]}`, `{"nope": 1}`} {
 		if _, err := New(json.RawMessage(c)); err == nil {
 			t.Errorf("%s accepted", c)
+		}
+	}
+}
+
+func TestReadmeExamples(t *testing.T) {
+	ex, err := readme.Examples("README.md", Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex) == 0 {
+		t.Fatal("README.md has no JSON example")
+	}
+	for i, raw := range ex {
+		if _, err := New(raw); err != nil {
+			t.Errorf("example %d: %v\n%s", i+1, err, raw)
 		}
 	}
 }

@@ -5,7 +5,6 @@
 package outputpoison
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/strict"
 	"github.com/toolgate/toolgate/internal/poison"
 )
 
@@ -42,9 +42,7 @@ type Inspector struct {
 // New decodes the config strictly and builds the detector.
 func New(raw json.RawMessage) (extension.Extension, error) {
 	var cfg Config
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := strict.Decode(raw, &cfg); err != nil {
 		return nil, err
 	}
 	switch cfg.OnDetection {

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/readme"
 )
 
 func newInspector(t *testing.T, cfg string) (*Inspector, *[]extension.Event) {
@@ -61,6 +62,21 @@ func TestConfigErrors(t *testing.T) {
 	for _, c := range []string{`{"on_detection": "drop"}`, `{"mode": "block"}`, `{"detector": {"nope": 1}}`} {
 		if _, err := New(json.RawMessage(c)); err == nil {
 			t.Errorf("%s accepted", c)
+		}
+	}
+}
+
+func TestReadmeExamples(t *testing.T) {
+	ex, err := readme.Examples("README.md", Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex) == 0 {
+		t.Fatal("README.md has no JSON example")
+	}
+	for i, raw := range ex {
+		if _, err := New(raw); err != nil {
+			t.Errorf("example %d: %v\n%s", i+1, err, raw)
 		}
 	}
 }

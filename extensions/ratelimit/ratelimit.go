@@ -5,7 +5,6 @@
 package ratelimit
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/strict"
 )
 
 // Key is the filters config key.
@@ -84,9 +84,7 @@ type Limiter struct {
 // New decodes the config strictly.
 func New(raw json.RawMessage) (extension.Extension, error) {
 	var cfg Config
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := strict.Decode(raw, &cfg); err != nil {
 		return nil, err
 	}
 	if cfg.DefaultRPM < 0 || cfg.DefaultBurst < 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/readme"
 )
 
 func newLimiter(t *testing.T, cfg string) (*Limiter, *time.Time) {
@@ -95,6 +96,21 @@ func TestConfigErrors(t *testing.T) {
 	for _, c := range []string{`{"rpm": 5}`, `{"default_rpm": -1}`, `{"per_server": {"x": {"calls_per_minute": 0}}}`, `{"burst": {"window": "soon"}}`, `{"burst": {"max_calls": -2}}`} {
 		if _, err := New(json.RawMessage(c)); err == nil {
 			t.Errorf("%s accepted", c)
+		}
+	}
+}
+
+func TestReadmeExamples(t *testing.T) {
+	ex, err := readme.Examples("README.md", Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex) == 0 {
+		t.Fatal("README.md has no JSON example")
+	}
+	for i, raw := range ex {
+		if _, err := New(raw); err != nil {
+			t.Errorf("example %d: %v\n%s", i+1, err, raw)
 		}
 	}
 }
