@@ -46,6 +46,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...e
 		err = runTools(ctx, args, stdout, stderr, exts)
 	case "search":
 		err = runSearch(ctx, args, stdout, stderr, exts)
+	case "index":
+		err = runIndex(ctx, args, stdout, stderr, exts)
 	case "scan":
 		err = runScan(ctx, args, os.Stdin, stdout, stderr)
 	case "audit":
@@ -87,6 +89,7 @@ Usage:
   toolgate [serve] --config FILE [--listen 127.0.0.1:PORT]   serve MCP over stdio (default) or HTTP at /mcp
   toolgate tools   --config FILE                              list the indexed tools
   toolgate search  --config FILE [--top-k N] "query"          run one search from the shell
+  toolgate index   --config FILE                              build the search index and its cache, then exit
   toolgate scan    [--kind definition|output] [--config FILE] < lines.jsonl   run the poisoning detector
   toolgate events  [--session S] [--type T] [--since 1h] [--json]   read the audit log
   toolgate calls   [--action block]                           call decisions from the audit log

@@ -4,7 +4,10 @@
 // labelled queries, and prints Recall@1/3/5/10 over relevant_groups and MRR
 // per source and overall, with search latency and index build time.
 //
-//	go run ./bench/retrieval [-mode hybrid|lexical|dense|all] [-distractors N]
+//	go run ./bench/retrieval [-mode hybrid|lexical|dense|all] [-distractors N] [-state-dir DIR]
+//
+// With -state-dir the embedding cache is kept between runs: the first run
+// measures indexing, later runs measure a restart with every vector cached.
 package main
 
 import (
@@ -19,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -54,7 +58,20 @@ func main() {
 	threshold := flag.Float64("threshold", config.DefaultSimilarityThreshold, "similarity threshold, as filters.similarity_threshold")
 	weight := flag.Float64("weight", search.DefaultDenseWeight, "dense weight in hybrid mode")
 	stateDir := flag.String("state-dir", "", "embedding cache folder (default: a temporary folder per run; set it to measure a warm restart)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of index build and searches to this file")
+	memProfile := flag.String("memprofile", "", "write a heap profile after the last search to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	memProfilePath = *memProfile
 
 	tools, err := readJSONL[toolRow](filepath.Join(*data, "tools.jsonl"))
 	if err != nil {
@@ -74,10 +91,13 @@ func main() {
 	fmt.Printf("catalogue: %d tools (%d distractors), %d queries, threshold %.2f\n\n", len(tools), *distractors, len(qs), *threshold)
 	for _, m := range modes {
 		if err := runMode(m, tools, qs, *threshold, *weight, *stateDir); err != nil {
-			log.Fatal(err)
+			log.Print(err)
+			return
 		}
 	}
 }
+
+var memProfilePath string
 
 func runMode(mode string, tools []toolRow, qs []queryRow, threshold, weight float64, stateDir string) error {
 	ctx := context.Background()
@@ -162,9 +182,19 @@ func runMode(mode string, tools []toolRow, qs []queryRow, threshold, weight floa
 			x.mrr += reciprocalRank(q.RelevantGroups, names)
 		}
 	}
-	fmt.Printf("== %s  (model load %s, index build %s for %d tools = %.0f tools/s, heap +%d MB)\n", mode,
+	if memProfilePath != "" {
+		f, err := os.Create(memProfilePath)
+		if err != nil {
+			return err
+		}
+		runtime.GC()
+		pprof.WriteHeapProfile(f)
+		f.Close()
+	}
+	rss, peak := procMem()
+	fmt.Printf("== %s  (model load %s, index build %s for %d tools = %.0f tools/s, heap +%d MB, RSS %d MB, peak %d MB)\n", mode,
 		load.Round(time.Millisecond), build.Round(time.Millisecond), len(tools), float64(len(tools))/build.Seconds(),
-		(int64(after.HeapAlloc)-int64(before.HeapAlloc))>>20)
+		(int64(after.HeapAlloc)-int64(before.HeapAlloc))>>20, rss, peak)
 	fmt.Printf("%-14s %5s %6s %6s %6s %6s %6s %9s %9s\n", "source", "n", "R@1", "R@3", "R@5", "R@10", "MRR", "p50", "p99")
 	sources := make([]string, 0, len(per))
 	for s := range per {
@@ -184,6 +214,24 @@ func runMode(mode string, tools []toolRow, qs []queryRow, threshold, weight floa
 	row("overall", all)
 	fmt.Println()
 	return nil
+}
+
+// procMem returns the process's resident and peak resident memory in MB
+// (Linux; zero elsewhere).
+func procMem() (rss, peak int) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb int
+		if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kb); err == nil {
+			rss = kb >> 10
+		} else if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+			peak = kb >> 10
+		}
+	}
+	return rss, peak
 }
 
 // groupRecall is the share of relevant groups with a member in the top k.

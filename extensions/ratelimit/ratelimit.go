@@ -178,10 +178,9 @@ func (l *Limiter) bucket(server string) *rate.Limiter {
 	return b
 }
 
-func (l *Limiter) deny(ctx context.Context, c *extension.CallRequest, rule, why string, retry time.Duration) error {
+func (l *Limiter) deny(_ context.Context, c *extension.CallRequest, rule, why string, retry time.Duration) error {
+	// The gateway records the refusal as tool_call_intercepted.
 	secs := math.Max(0.1, math.Ceil(retry.Seconds()*10)/10)
-	l.emit(ctx, extension.Event{Type: "tool_call_intercepted", Session: c.Session, Server: c.ServerName, Tool: c.Tool,
-		Action: "block", Reason: rule, Fields: map[string]any{"retry_after_seconds": secs}})
 	return &extension.Denial{
 		Rule:   rule,
 		Reason: fmt.Sprintf("%s; retry after %.1f s", why, secs),

@@ -1,9 +1,11 @@
 package search
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -13,10 +15,26 @@ import (
 // embedBatch is how many documents the background indexer embeds at once.
 const embedBatch = 32
 
+// queryCacheSize is how many query embeddings Dense remembers; agents
+// repeat searches, and a hit saves the model's few milliseconds.
+const queryCacheSize = 512
+
+// Slot states.
+const (
+	slotFree uint8 = iota
+	slotPending
+	slotReady
+	slotFailed // the model failed on the text; keyword search only
+)
+
 // Dense ranks by cosine similarity between the query's embedding and each
 // tool's Doc.Text embedding. Documents are embedded in the background, so
 // Set never blocks a search; until a document has its vector, Search cannot
 // see it and says so with Result.Partial.
+//
+// Vectors live in one contiguous matrix (a slot per tool, slots reused after
+// removal) and are scored with a parallel scan: at 20,000 tools that is
+// 7.7 M multiply-adds, a few milliseconds on two cores.
 //
 // Score scale: the cosine similarity of two L2-normalised vectors, clamped
 // to [0, 1].
@@ -24,24 +42,40 @@ type Dense struct {
 	emb   embed.Embedder
 	cache *VecCache
 	log   *slog.Logger
+	dim   int
 
 	mu       sync.RWMutex
-	docs     map[string]*denseDoc
-	byServer map[string][]string
-	queue    []*denseDoc
+	ids      []string  // slot → ID; "" when free
+	vecs     []float32 // slot s is vecs[s*dim : (s+1)*dim]
+	state    []uint8
+	gen      []uint32 // bumped when a slot is freed, to discard stale jobs
+	free     []int32
+	slot     map[string]int32
+	byServer map[string][]int32
+	queue    []job
+	pending  int // slots in slotPending
 	done     int // embedded since the queue was last empty, for progress
 	idle     *sync.Cond
+
+	qmu    sync.Mutex
+	qlru   *list.List // of *qentry, most recent first
+	qindex map[string]*list.Element
 
 	wake   chan struct{}
 	stop   chan struct{}
 	exited chan struct{}
 }
 
-type denseDoc struct {
-	id   string
+type job struct {
+	slot int32
+	gen  uint32
 	key  [32]byte
 	text string
-	vec  []float32 // nil until embedded
+}
+
+type qentry struct {
+	q   string
+	vec []float32
 }
 
 // NewDense returns a dense index over emb. cache may be nil.
@@ -50,8 +84,9 @@ func NewDense(emb embed.Embedder, cache *VecCache, log *slog.Logger) *Dense {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Dense{
-		emb: emb, cache: cache, log: log,
-		docs: map[string]*denseDoc{}, byServer: map[string][]string{},
+		emb: emb, cache: cache, log: log, dim: emb.Dim(),
+		slot: map[string]int32{}, byServer: map[string][]int32{},
+		qlru: list.New(), qindex: map[string]*list.Element{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{}),
 	}
 	d.idle = sync.NewCond(&d.mu)
@@ -60,29 +95,48 @@ func NewDense(emb embed.Embedder, cache *VecCache, log *slog.Logger) *Dense {
 }
 
 func (d *Dense) Set(_ context.Context, server string, docs []Doc) error {
-	prepared := make([]*denseDoc, len(docs))
+	type prep struct {
+		id     string
+		key    [32]byte
+		text   string
+		cached bool
+	}
 	model := d.emb.ModelID()
-	for i, doc := range docs {
-		text := doc.Text()
-		dd := &denseDoc{id: doc.ID, key: CacheKey(model, text), text: text}
-		if d.cache != nil {
-			dd.vec, _ = d.cache.Get(dd.key)
+	seen := make(map[string]bool, len(docs))
+	prepared := make([]prep, 0, len(docs))
+	for _, doc := range docs {
+		if seen[doc.ID] {
+			continue
 		}
-		prepared[i] = dd
+		seen[doc.ID] = true
+		text := doc.Text()
+		prepared = append(prepared, prep{id: doc.ID, key: CacheKey(model, text), text: text})
+	}
+	// Read cached vectors before taking the lock: searches keep running.
+	slab := make([]float32, len(prepared)*d.dim)
+	if d.cache != nil {
+		for i := range prepared {
+			prepared[i].cached = d.cache.GetInto(prepared[i].key, slab[i*d.dim:(i+1)*d.dim])
+		}
 	}
 	d.mu.Lock()
 	d.removeLocked(server)
-	ids := make([]string, len(prepared))
+	slots := make([]int32, len(prepared))
 	queued := false
-	for i, dd := range prepared {
-		d.docs[dd.id] = dd
-		ids[i] = dd.id
-		if dd.vec == nil {
-			d.queue = append(d.queue, dd)
-			queued = true
+	for i, p := range prepared {
+		s := d.allocLocked(p.id)
+		slots[i] = s
+		if p.cached {
+			copy(d.vecs[int(s)*d.dim:], slab[i*d.dim:(i+1)*d.dim])
+			d.state[s] = slotReady
+			continue
 		}
+		d.state[s] = slotPending
+		d.pending++
+		d.queue = append(d.queue, job{slot: s, gen: d.gen[s], key: p.key, text: p.text})
+		queued = true
 	}
-	d.byServer[server] = ids
+	d.byServer[server] = slots
 	d.mu.Unlock()
 	if queued {
 		select {
@@ -93,6 +147,39 @@ func (d *Dense) Set(_ context.Context, server string, docs []Doc) error {
 	return nil
 }
 
+func (d *Dense) allocLocked(id string) int32 {
+	if old, ok := d.slot[id]; ok {
+		// The same ID under another server name cannot happen (IDs are
+		// server__tool), but never leave two slots for one ID.
+		d.freeLocked(old)
+	}
+	var s int32
+	if n := len(d.free); n > 0 {
+		s = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		s = int32(len(d.ids))
+		d.ids = append(d.ids, "")
+		d.state = append(d.state, slotFree)
+		d.gen = append(d.gen, 0)
+		d.vecs = append(d.vecs, make([]float32, d.dim)...)
+	}
+	d.ids[s] = id
+	d.slot[id] = s
+	return s
+}
+
+func (d *Dense) freeLocked(s int32) {
+	if d.state[s] == slotPending {
+		d.pending--
+	}
+	delete(d.slot, d.ids[s])
+	d.ids[s] = ""
+	d.state[s] = slotFree
+	d.gen[s]++
+	d.free = append(d.free, s)
+}
+
 func (d *Dense) Remove(server string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -100,17 +187,22 @@ func (d *Dense) Remove(server string) {
 }
 
 func (d *Dense) removeLocked(server string) {
-	for _, id := range d.byServer[server] {
-		delete(d.docs, id)
+	for _, s := range d.byServer[server] {
+		if d.state[s] != slotFree {
+			d.freeLocked(s)
+		}
 	}
 	delete(d.byServer, server)
+	if d.pending == 0 {
+		d.idle.Broadcast()
+	}
 }
 
 // Pending is the number of documents waiting for their embedding.
 func (d *Dense) Pending() int {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return len(d.queue)
+	return d.pending
 }
 
 // Wait blocks until every document set so far has its vector, or ctx ends.
@@ -123,7 +215,7 @@ func (d *Dense) Wait(ctx context.Context) error {
 	defer stop()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for len(d.queue) > 0 && ctx.Err() == nil {
+	for d.pending > 0 && ctx.Err() == nil {
 		d.idle.Wait()
 	}
 	return ctx.Err()
@@ -146,23 +238,23 @@ func (d *Dense) worker() {
 	lastLog := time.Now()
 	for {
 		d.mu.Lock()
-		batch := make([]*denseDoc, 0, embedBatch)
+		batch := make([]job, 0, embedBatch)
 		for len(d.queue) > 0 && len(batch) < embedBatch {
-			dd := d.queue[0]
+			j := d.queue[0]
 			d.queue = d.queue[1:]
 			// Skip documents replaced or removed since they were queued.
-			if cur := d.docs[dd.id]; cur == dd && dd.vec == nil {
-				batch = append(batch, dd)
+			if d.gen[j.slot] == j.gen && d.state[j.slot] == slotPending {
+				batch = append(batch, j)
 			}
 		}
-		remaining := len(d.queue)
 		if len(batch) == 0 {
+			d.queue = nil
 			d.done = 0
 			d.idle.Broadcast()
 			d.mu.Unlock()
+			start = time.Time{}
 			select {
 			case <-d.wake:
-				start = time.Now()
 				continue
 			case <-d.stop:
 				return
@@ -174,29 +266,40 @@ func (d *Dense) worker() {
 		d.mu.Unlock()
 
 		texts := make([]string, len(batch))
-		for i, dd := range batch {
-			texts[i] = dd.text
+		for i, j := range batch {
+			texts[i] = j.text
 		}
 		vecs, err := d.emb.Embed(context.Background(), texts)
+		if err == nil && len(vecs) != len(batch) {
+			err = fmt.Errorf("model returned %d vectors for %d texts", len(vecs), len(batch))
+		}
 		if err != nil {
-			// The documents stay lexical-only; a model that fails on a
+			// The documents stay keyword-only; a model that fails on a
 			// text fails the same way on retry.
 			d.log.Error("embedding tools failed; they are searchable by keyword only", "tools", len(batch), "error", err)
-			vecs = nil
 		}
-		d.mu.Lock()
 		keys := make([][32]byte, 0, len(batch))
 		kept := make([][]float32, 0, len(batch))
-		for i, dd := range batch {
-			if vecs == nil {
+		d.mu.Lock()
+		for i, j := range batch {
+			if d.gen[j.slot] != j.gen || d.state[j.slot] != slotPending {
 				continue
 			}
-			dd.vec = vecs[i]
-			keys = append(keys, dd.key)
+			d.pending--
+			if err != nil || len(vecs[i]) != d.dim {
+				d.state[j.slot] = slotFailed
+				continue
+			}
+			copy(d.vecs[int(j.slot)*d.dim:], vecs[i])
+			d.state[j.slot] = slotReady
+			keys = append(keys, j.key)
 			kept = append(kept, vecs[i])
 		}
 		d.done += len(batch)
-		done := d.done
+		done, remaining := d.done, d.pending
+		if d.pending == 0 {
+			d.idle.Broadcast()
+		}
 		d.mu.Unlock()
 		if d.cache != nil && len(keys) > 0 {
 			if err := d.cache.Put(keys, kept); err != nil {
@@ -205,7 +308,7 @@ func (d *Dense) worker() {
 		}
 		if time.Since(lastLog) > 2*time.Second || (remaining == 0 && done > embedBatch) {
 			elapsed := time.Since(start).Seconds()
-			rate := float64(done) / elapsed
+			rate := float64(done) / max(elapsed, 0.001)
 			msg := "indexing tools"
 			if remaining == 0 {
 				msg = "indexing done"
@@ -217,48 +320,101 @@ func (d *Dense) worker() {
 	}
 }
 
-// Search ranks every embedded document against query.
-func (d *Dense) Search(ctx context.Context, query string, limit int, minScore float64) (Result, error) {
-	hits, res, err := d.scores(ctx, query, minScore)
-	if err != nil {
-		return res, err
+// queryVec embeds a query, remembering recent ones.
+func (d *Dense) queryVec(ctx context.Context, query string) ([]float32, error) {
+	d.qmu.Lock()
+	if e, ok := d.qindex[query]; ok {
+		d.qlru.MoveToFront(e)
+		v := e.Value.(*qentry).vec
+		d.qmu.Unlock()
+		return v, nil
 	}
-	SortHits(hits)
-	if limit > 0 && len(hits) > limit {
-		hits = hits[:limit]
-	}
-	res.Hits = hits
-	return res, nil
-}
-
-// scores returns unsorted hits at or above minScore.
-func (d *Dense) scores(ctx context.Context, query string, minScore float64) ([]Hit, Result, error) {
+	d.qmu.Unlock()
 	qv, err := d.emb.Embed(ctx, []string{query})
 	if err != nil {
-		return nil, Result{}, fmt.Errorf("embed query: %w", err)
+		return nil, fmt.Errorf("embed query: %w", err)
 	}
-	q := qv[0]
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	hits := make([]Hit, 0, 64)
-	for id, dd := range d.docs {
-		if dd.vec == nil {
-			continue
+	if len(qv) != 1 || len(qv[0]) != d.dim {
+		return nil, fmt.Errorf("embed query: model returned no %d-dimensional vector", d.dim)
+	}
+	d.qmu.Lock()
+	defer d.qmu.Unlock()
+	if _, ok := d.qindex[query]; !ok {
+		d.qindex[query] = d.qlru.PushFront(&qentry{q: query, vec: qv[0]})
+		if d.qlru.Len() > queryCacheSize {
+			last := d.qlru.Back()
+			d.qlru.Remove(last)
+			delete(d.qindex, last.Value.(*qentry).q)
 		}
-		s := float64(dot(q, dd.vec))
-		if s < 0 {
-			s = 0
-		} else if s > 1 {
-			s = 1
-		}
-		if s >= minScore {
-			hits = append(hits, Hit{ID: id, Score: s})
-		}
+	}
+	return qv[0], nil
+}
+
+// parallelMin is the matrix size (floats) above which scoring is split
+// across cores.
+const parallelMin = 1 << 18
+
+// cosinesLocked writes the cosine of q with every slot's vector to out
+// (len(out) == len(d.ids)); slots without a vector get garbage and must be
+// skipped by state. d.mu is held for reading.
+func (d *Dense) cosinesLocked(q []float32, out []float32) {
+	n := len(d.ids)
+	par := min(runtime.GOMAXPROCS(0), 8)
+	if par < 2 || n*d.dim < parallelMin {
+		dotRows(q, d.vecs, d.dim, out)
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + par - 1) / par
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dotRows(q, d.vecs[lo*d.dim:hi*d.dim], d.dim, out[lo:hi])
+		}()
+	}
+	wg.Wait()
+}
+
+func (d *Dense) noteLocked(res *Result) {
+	if d.pending > 0 {
+		res.Partial = true
+		res.Note = fmt.Sprintf("indexing in progress: %d of %d tools are not embedded yet and are matched by keyword only", d.pending, len(d.slot))
+	}
+}
+
+func clamp01(x float32) float64 {
+	if x < 0 {
+		return 0
+	}
+	if x > 1 {
+		return 1
+	}
+	return float64(x)
+}
+
+// Search ranks every embedded document against query.
+func (d *Dense) Search(ctx context.Context, query string, limit int, minScore float64) (Result, error) {
+	q, err := d.queryVec(ctx, query)
+	if err != nil {
+		return Result{}, err
 	}
 	var res Result
-	if n := len(d.queue); n > 0 {
-		res.Partial = true
-		res.Note = fmt.Sprintf("indexing in progress: %d of %d tools are not embedded yet and are matched by keyword only", n, len(d.docs))
+	d.mu.RLock()
+	cos := make([]float32, len(d.ids))
+	d.cosinesLocked(q, cos)
+	hits := make([]Hit, 0, 64)
+	for s, c := range cos {
+		if d.state[s] != slotReady {
+			continue
+		}
+		if v := clamp01(c); v >= minScore {
+			hits = append(hits, Hit{ID: d.ids[s], Score: v})
+		}
 	}
-	return hits, res, nil
+	d.noteLocked(&res)
+	d.mu.RUnlock()
+	res.Hits = TopHits(hits, limit)
+	return res, nil
 }

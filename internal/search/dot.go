@@ -22,3 +22,10 @@ func dot(a, b []float32) float32 {
 	}
 	return (s0 + s1) + (s2 + s3) + (s4 + s5) + (s6 + s7)
 }
+
+// dotRowsGo writes q·row for each dim-sized row of m to out.
+func dotRowsGo(q, m []float32, dim int, out []float32) {
+	for r := range out {
+		out[r] = dot(q, m[r*dim:(r+1)*dim])
+	}
+}

@@ -9,12 +9,19 @@ import (
 // (bench/retrieval); see bench/README.md.
 const DefaultDenseWeight = 0.75
 
-// Hybrid combines a Dense and a Lexical index: the score of a tool is
-// w·cosine + (1−w)·lexical, both in [0, 1], so the similarity threshold
-// keeps one meaning across modes. Semantic similarity finds paraphrases;
-// the lexical part rewards exact names and identifiers, which matter in
-// tool search. A tool not embedded yet is scored by its lexical score alone,
-// so searches answer during indexing.
+// Hybrid combines a Dense and a Lexical index. Semantic similarity finds
+// paraphrases; the lexical part rewards exact names and identifiers, which
+// matter in tool search.
+//
+// Score scale: w·cosine + (1−w)·lexical, with the cosine clamped to [0, 1]
+// and the lexical score on Lexical's [0, 1] scale (1 = the best keyword
+// match for the query, when it is at least as strong as the query's rarest
+// known word in a tool's name). With the default w = 0.75, a tool reaches
+// the default threshold 0.3 with a cosine of 0.4 and no keyword in common,
+// or a cosine of 0.25 plus a fair keyword match (0.45); unrelated tools sit
+// near cosine 0.1 with MiniLM. A tool not
+// embedded yet is scored by its lexical score alone, so searches answer
+// during indexing (Result.Partial says so).
 type Hybrid struct {
 	Lex    *Lexical
 	Dense  *Dense
@@ -39,40 +46,39 @@ func (h *Hybrid) Remove(server string) {
 }
 
 func (h *Hybrid) Search(ctx context.Context, query string, limit int, minScore float64) (Result, error) {
-	dense, res, err := h.Dense.scores(ctx, query, 0)
+	q, err := h.Dense.queryVec(ctx, query)
 	if err != nil {
 		return Result{}, err
 	}
-	lex, err := h.Lex.Search(ctx, query, 0, 0)
-	if err != nil {
-		return Result{}, err
-	}
-	w := h.Weight
-	lexScore := make(map[string]float64, len(lex.Hits))
-	for _, l := range lex.Hits {
-		lexScore[l.ID] = l.Score
-	}
-	hits := make([]Hit, 0, len(dense))
-	for _, d := range dense {
-		s := w*d.Score + (1-w)*lexScore[d.ID]
-		delete(lexScore, d.ID)
-		if s >= minScore {
-			hits = append(hits, Hit{ID: d.ID, Score: s})
+	lex := h.Lex.scores(query)
+	w := float32(h.Weight)
+	d := h.Dense
+	var res Result
+	d.mu.RLock()
+	score := make([]float32, len(d.ids))
+	d.cosinesLocked(q, score)
+	for s, c := range score {
+		if d.state[s] == slotReady {
+			score[s] = w * float32(clamp01(c))
 		}
 	}
-	// What is left has no vector yet: keyword evidence alone.
-	if res.Partial {
-		for id, s := range lexScore {
-			if s >= minScore {
-				hits = append(hits, Hit{ID: id, Score: s})
-			}
+	hits := make([]Hit, 0, 64)
+	for _, l := range lex {
+		if s, ok := d.slot[l.ID]; ok && d.state[s] == slotReady {
+			score[s] += (1 - w) * float32(l.Score)
+		} else if l.Score >= minScore {
+			// No vector yet (or none possible): keyword evidence alone.
+			hits = append(hits, l)
 		}
 	}
-	SortHits(hits)
-	if limit > 0 && len(hits) > limit {
-		hits = hits[:limit]
+	for s, v := range score {
+		if d.state[s] == slotReady && float64(v) >= minScore {
+			hits = append(hits, Hit{ID: d.ids[s], Score: float64(v)})
+		}
 	}
-	res.Hits = hits
+	d.noteLocked(&res)
+	d.mu.RUnlock()
+	res.Hits = TopHits(hits, limit)
 	return res, nil
 }
 

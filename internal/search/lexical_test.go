@@ -83,7 +83,7 @@ func TestLexicalReplaceAndRemove(t *testing.T) {
 
 func TestDocText(t *testing.T) {
 	d := testDocs()[3]
-	if got, want := d.Text(), "ev__get-sum: Returns the sum of two numbers. Parameters: a: First number, b: Second number"; got != want {
+	if got, want := d.Text(), "ev__get-sum: Returns the sum of two numbers. Parameters: a, b"; got != want {
 		t.Fatalf("Text() = %q", got)
 	}
 }

@@ -25,7 +25,12 @@ type Param struct {
 }
 
 // Text renders d the way embedding rankers see it:
-// "server__tool: description. Parameters: p: desc, q: desc".
+// "server__tool: description. Parameters: p, q". Parameter descriptions are
+// left out: they are mostly boilerplate shared by many tools (ids, paths,
+// paging) and pull every tool of a server towards the same vector; on the
+// retrieval benchmark leaving them out lifted dense Recall@5 on the azure
+// queries from 0.741 to 0.970 (bench/README.md). The lexical ranker still
+// indexes them.
 func (d Doc) Text() string {
 	var b strings.Builder
 	b.WriteString(d.ID)
@@ -38,10 +43,6 @@ func (d Doc) Text() string {
 				b.WriteString(", ")
 			}
 			b.WriteString(p.Name)
-			if p.Description != "" {
-				b.WriteString(": ")
-				b.WriteString(p.Description)
-			}
 		}
 	}
 	return b.String()

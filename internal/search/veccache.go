@@ -16,18 +16,24 @@ import (
 
 // VecCache persists embeddings keyed by SHA-256(model id, text), so a
 // restart does not re-embed known tools. The file is append-only: a header
-// (magic, dimension) then fixed-size records (key, vector); a torn last
-// record, from a crash mid-write, is cut off when the file is opened.
+// (magic, dimension) then fixed-size records (key, little-endian float32
+// vector); a torn last record, from a crash mid-write, is cut off when the
+// file is opened. Only the keys and their file offsets are held in memory;
+// vectors are read back on demand, so the cache costs no second copy of the
+// index's vectors.
 type VecCache struct {
 	path string
 	dim  int
 
-	mu   sync.Mutex
-	f    *os.File
-	vecs map[[32]byte][]float32
+	mu  sync.Mutex
+	f   *os.File
+	off map[[32]byte]int64
+	end int64
 }
 
 var vecMagic = [8]byte{'T', 'G', 'V', 'E', 'C', '0', '0', '1'}
+
+const vecHeader = 12
 
 // CacheKey is the cache key of text embedded by model.
 func CacheKey(model, text string) [32]byte {
@@ -51,7 +57,7 @@ func OpenVecCache(dir, model string, dim int) (*VecCache, error) {
 		}
 		return '_'
 	}, model) + ".vec"
-	c := &VecCache{path: filepath.Join(dir, name), dim: dim, vecs: map[[32]byte][]float32{}}
+	c := &VecCache{path: filepath.Join(dir, name), dim: dim, off: map[[32]byte]int64{}}
 	f, err := os.OpenFile(c.path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("embedding cache: %v", err)
@@ -71,71 +77,102 @@ func (c *VecCache) load() error {
 	if err != nil {
 		return err
 	}
-	if st.Size() == 0 {
-		var hdr [12]byte
+	if st.Size() < vecHeader {
+		// New, or torn before its header was complete.
+		var hdr [vecHeader]byte
 		copy(hdr[:8], vecMagic[:])
 		binary.LittleEndian.PutUint32(hdr[8:], uint32(c.dim))
-		_, err := c.f.Write(hdr[:])
-		return err
+		if err := c.f.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := c.f.WriteAt(hdr[:], 0); err != nil {
+			return err
+		}
+		c.end = vecHeader
+		return nil
 	}
-	r := bufio.NewReaderSize(c.f, 1<<20)
-	var hdr [12]byte
+	r := bufio.NewReaderSize(io.NewSectionReader(c.f, 0, st.Size()), 1<<20)
+	var hdr [vecHeader]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil || [8]byte(hdr[:8]) != vecMagic {
 		return errors.New("not an embedding cache file")
 	}
 	if d := int(binary.LittleEndian.Uint32(hdr[8:])); d != c.dim {
 		return fmt.Errorf("cache holds %d-dimensional vectors, the model makes %d", d, c.dim)
 	}
-	n := (st.Size() - 12) / c.recSize()
-	rec := make([]byte, c.recSize())
+	n := (st.Size() - vecHeader) / c.recSize()
+	skip := int(c.recSize()) - 32
 	for i := int64(0); i < n; i++ {
-		if _, err := io.ReadFull(r, rec); err != nil {
-			return err
-		}
 		var k [32]byte
-		copy(k[:], rec)
-		v := make([]float32, c.dim)
-		for j := range v {
-			v[j] = math.Float32frombits(binary.LittleEndian.Uint32(rec[32+4*j:]))
-		}
-		c.vecs[k] = v
-	}
-	end := 12 + n*c.recSize()
-	if end != st.Size() {
-		if err := c.f.Truncate(end); err != nil {
+		if _, err := io.ReadFull(r, k[:]); err != nil {
 			return err
 		}
+		if _, err := r.Discard(skip); err != nil {
+			return err
+		}
+		c.off[k] = vecHeader + i*c.recSize() + 32
 	}
-	_, err = c.f.Seek(end, io.SeekStart)
-	return err
+	c.end = vecHeader + n*c.recSize()
+	if c.end != st.Size() {
+		return c.f.Truncate(c.end)
+	}
+	return nil
+}
+
+// Has reports whether key is cached.
+func (c *VecCache) Has(k [32]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.off[k]
+	return ok
 }
 
 // Get returns the cached vector for key.
 func (c *VecCache) Get(k [32]byte) ([]float32, bool) {
+	v := make([]float32, c.dim)
+	if !c.GetInto(k, v) {
+		return nil, false
+	}
+	return v, true
+}
+
+// GetInto reads the cached vector for key into dst (len ≥ dimension).
+func (c *VecCache) GetInto(k [32]byte, dst []float32) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.vecs[k]
-	return v, ok
+	off, ok := c.off[k]
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	buf := make([]byte, 4*c.dim)
+	if _, err := c.f.ReadAt(buf, off); err != nil {
+		return false
+	}
+	for j := range c.dim {
+		dst[j] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*j:]))
+	}
+	return true
 }
 
 // Len is the number of cached vectors.
 func (c *VecCache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.vecs)
+	return len(c.off)
 }
 
-// Put stores vectors; a write error is returned but the vectors stay
-// usable in memory.
+// Put stores vectors; keys already cached are skipped.
 func (c *VecCache) Put(keys [][32]byte, vecs [][]float32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	buf := make([]byte, 0, len(keys)*int(c.recSize()))
+	var added [][32]byte
+	inBatch := map[[32]byte]bool{}
 	for i, k := range keys {
-		if _, dup := c.vecs[k]; dup || len(vecs[i]) != c.dim {
+		if _, dup := c.off[k]; dup || inBatch[k] || len(vecs[i]) != c.dim {
 			continue
 		}
-		c.vecs[k] = vecs[i]
+		inBatch[k] = true
+		added = append(added, k)
 		buf = append(buf, k[:]...)
 		for _, x := range vecs[i] {
 			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
@@ -144,8 +181,17 @@ func (c *VecCache) Put(keys [][32]byte, vecs [][]float32) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	_, err := c.f.Write(buf)
-	return err
+	if _, err := c.f.WriteAt(buf, c.end); err != nil {
+		// A partial write leaves a torn tail that the next open cuts off;
+		// later records go after it, so cut it now.
+		_ = c.f.Truncate(c.end)
+		return err
+	}
+	for i, k := range added {
+		c.off[k] = c.end + int64(i)*c.recSize() + 32
+	}
+	c.end += int64(len(buf))
+	return nil
 }
 
 // Close closes the file.

@@ -1,0 +1,349 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/embed"
+)
+
+// countingEmbedder counts embedded texts and can hold the indexer back.
+type countingEmbedder struct {
+	embed.Embedder
+	texts atomic.Int64
+	gate  chan struct{} // when non-nil, document batches wait for it to close
+}
+
+func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if c.gate != nil && len(texts) > 0 && strings.Contains(texts[0], "__") {
+		select {
+		case <-c.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c.texts.Add(int64(len(texts)))
+	return c.Embedder.Embed(ctx, texts)
+}
+
+func newCounting() *countingEmbedder { return &countingEmbedder{Embedder: embed.NewHashing(64)} }
+
+func wait(t *testing.T, b Background) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Wait(ctx); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+}
+
+func ids(hits []Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.ID
+	}
+	return out
+}
+
+func TestVecCacheReopenAndTornTail(t *testing.T) {
+	dir := t.TempDir()
+	c, err := OpenVecCache(dir, "m/1", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := [][32]byte{CacheKey("m/1", "a"), CacheKey("m/1", "b"), CacheKey("m/1", "c")}
+	vecs := [][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 0.5, -0.5}}
+	if err := c.Put(keys, vecs); err != nil {
+		t.Fatal(err)
+	}
+	// Duplicates are not written twice.
+	if err := c.Put(keys[:1], vecs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	path := filepath.Join(dir, "m_1.vec")
+	st, _ := os.Stat(path)
+	full := st.Size()
+	if want := int64(vecHeader + 3*(32+16)); full != want {
+		t.Fatalf("file size %d, want %d", full, want)
+	}
+	// A crash mid-write leaves part of a record.
+	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(make([]byte, 40))
+	f.Close()
+
+	c, err = OpenVecCache(dir, "m/1", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Len() != 3 {
+		t.Fatalf("Len = %d after reopen", c.Len())
+	}
+	if st, _ := os.Stat(path); st.Size() != full {
+		t.Fatalf("torn tail not cut: size %d, want %d", st.Size(), full)
+	}
+	for i, k := range keys {
+		if v, ok := c.Get(k); !ok || !slices.Equal(v, vecs[i]) {
+			t.Fatalf("Get %d = %v %v", i, v, ok)
+		}
+	}
+	if _, ok := c.Get(CacheKey("m/1", "d")); ok {
+		t.Fatal("unknown key found")
+	}
+	// Appends after the cut land on a record boundary.
+	if err := c.Put([][32]byte{CacheKey("m/1", "d")}, [][]float32{{1, 1, 1, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c, err = OpenVecCache(dir, "m/1", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if v, ok := c.Get(CacheKey("m/1", "d")); c.Len() != 4 || !ok || v[3] != 1 {
+		t.Fatalf("after append: len %d, %v %v", c.Len(), v, ok)
+	}
+	if _, err := OpenVecCache(dir, "m/1", 8); err == nil {
+		t.Fatal("a cache of another dimension opened")
+	}
+}
+
+func TestDenseUsesCacheAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	emb := newCounting()
+	cache, err := OpenVecCache(dir, emb.ModelID(), emb.Dim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDense(emb, cache, nil)
+	docs := testDocs()
+	d.Set(context.Background(), "fs", docs[:2])
+	d.Set(context.Background(), "ev", docs[2:])
+	wait(t, d)
+	if got := emb.texts.Load(); got != 4 {
+		t.Fatalf("embedded %d texts, want 4", got)
+	}
+	d.Close()
+	cache.Close()
+
+	emb2 := newCounting()
+	cache, err = OpenVecCache(dir, emb2.ModelID(), emb2.Dim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	d = NewDense(emb2, cache, nil)
+	defer d.Close()
+	d.Set(context.Background(), "fs", docs[:2])
+	d.Set(context.Background(), "ev", docs[2:])
+	if p := d.Pending(); p != 0 {
+		t.Fatalf("Pending = %d after restart with every vector cached", p)
+	}
+	res, err := d.Search(context.Background(), "sum of two numbers", 1, 0)
+	if err != nil || res.Partial || len(res.Hits) != 1 || res.Hits[0].ID != "ev__get-sum" {
+		t.Fatalf("search after restart: %+v %v", res, err)
+	}
+	if got := emb2.texts.Load(); got != 1 { // the query only
+		t.Fatalf("embedded %d texts after restart, want only the query", got)
+	}
+}
+
+func TestHybridPartialWhilePending(t *testing.T) {
+	emb := newCounting()
+	emb.gate = make(chan struct{})
+	h := NewHybrid(NewDense(emb, nil, nil))
+	defer h.Close()
+	ctx := context.Background()
+	h.Set(ctx, "fs", testDocs()[:2])
+	h.Set(ctx, "ev", testDocs()[2:])
+	res, err := h.Search(ctx, "get-sum", 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Partial || !strings.Contains(res.Note, "4 of 4") {
+		t.Fatalf("Partial=%v Note=%q while nothing is embedded", res.Partial, res.Note)
+	}
+	if len(res.Hits) == 0 || res.Hits[0].ID != "ev__get-sum" {
+		t.Fatalf("keyword search while indexing: %v", res.Hits)
+	}
+	if h.Pending() != 4 {
+		t.Fatalf("Pending = %d", h.Pending())
+	}
+	close(emb.gate)
+	wait(t, h)
+	res, _ = h.Search(ctx, "get-sum", 5, 0)
+	if res.Partial || res.Note != "" || res.Hits[0].ID != "ev__get-sum" {
+		t.Fatalf("after indexing: %+v", res)
+	}
+	for _, x := range res.Hits {
+		if x.Score < 0 || x.Score > 1 {
+			t.Fatalf("score %v outside [0,1]", x.Score)
+		}
+	}
+}
+
+func TestRemovedServerNotFound(t *testing.T) {
+	ctx := context.Background()
+	emb := newCounting()
+	emb.gate = make(chan struct{})
+	h := NewHybrid(NewDense(emb, nil, nil))
+	defer h.Close()
+	h.Set(ctx, "fs", testDocs()[:2])
+	h.Set(ctx, "ev", testDocs()[2:])
+	// Removing a server whose documents are still queued settles Pending.
+	h.Remove("ev")
+	if p := h.Pending(); p != 2 {
+		t.Fatalf("Pending = %d after removing a pending server", p)
+	}
+	close(emb.gate)
+	wait(t, h)
+	for _, q := range []string{"sum of two numbers", "echo", "get-sum"} {
+		res, _ := h.Search(ctx, q, 10, 0)
+		for _, x := range res.Hits {
+			if strings.HasPrefix(x.ID, "ev__") {
+				t.Fatalf("%q found removed %s", q, x.ID)
+			}
+		}
+	}
+	// Replacing a server's tools drops the old ones.
+	h.Set(ctx, "fs", testDocs()[1:2])
+	wait(t, h)
+	res, _ := h.Search(ctx, "read file contents", 10, 0)
+	if got := ids(res.Hits); !slices.Equal(got, []string{"fs__write_file"}) {
+		t.Fatalf("after replace: %v", got)
+	}
+	h.Remove("fs")
+	if res, _ := h.Search(ctx, "file", 10, 0); len(res.Hits) != 0 {
+		t.Fatalf("empty index found %v", res.Hits)
+	}
+}
+
+// TestSetDuringSearch runs searches while servers are replaced and removed
+// and the indexer writes vectors; run it with -race.
+func TestSetDuringSearch(t *testing.T) {
+	ctx := context.Background()
+	h := NewHybrid(NewDense(embed.NewHashing(32), nil, nil))
+	defer h.Close()
+	mk := func(server string, n int) []Doc {
+		docs := make([]Doc, n)
+		for i := range docs {
+			docs[i] = Doc{ID: fmt.Sprintf("%s__tool%d", server, i), Server: server, Name: fmt.Sprintf("tool%d", i), Description: fmt.Sprintf("does thing number %d for %s", i, server)}
+		}
+		return docs
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := fmt.Sprintf("s%d", (i+w)%5)
+				if i%7 == 3 {
+					h.Remove(s)
+				} else {
+					h.Set(ctx, s, mk(s, 1+i%40))
+				}
+			}
+		}()
+	}
+	for i := range 300 {
+		if _, err := h.Search(ctx, fmt.Sprintf("thing number %d", i%50), 5, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Dense.Search(ctx, "thing", 5, 0.1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	wait(t, h)
+	for s := range 5 {
+		h.Set(ctx, fmt.Sprintf("s%d", s), mk(fmt.Sprintf("s%d", s), 3))
+	}
+	wait(t, h)
+	res, _ := h.Search(ctx, "does thing number 2 for s4", 1, 0)
+	if len(res.Hits) != 1 || res.Hits[0].ID != "s4__tool2" {
+		t.Fatalf("after churn: %v", res.Hits)
+	}
+	if n := len(h.Dense.slot); n != 15 {
+		t.Fatalf("%d live dense slots, want 15", n)
+	}
+}
+
+func TestParallelCosinesMatchSerial(t *testing.T) {
+	d := NewDense(embed.NewHashing(384), nil, nil)
+	defer d.Close()
+	var docs []Doc
+	for i := range 2000 {
+		docs = append(docs, Doc{ID: fmt.Sprintf("s__t%d", i), Name: fmt.Sprintf("t%d", i), Description: fmt.Sprintf("word%d word%d", i%37, i%101)})
+	}
+	d.Set(context.Background(), "s", docs)
+	wait(t, d)
+	q, _ := d.queryVec(context.Background(), "word3 word7")
+	par := make([]float32, len(d.ids))
+	d.cosinesLocked(q, par)
+	for s := range d.ids {
+		if want := dot(q, d.vecs[s*d.dim:(s+1)*d.dim]); math.Abs(float64(par[s]-want)) > 1e-5 {
+			t.Fatalf("slot %d: %v, want %v", s, par[s], want)
+		}
+	}
+}
+
+func TestDotRowsOddSizes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, dim := range []int{1, 7, 32, 64, 100, 384} {
+		rows := 9
+		q := make([]float32, dim)
+		m := make([]float32, dim*rows)
+		for i := range q {
+			q[i] = rng.Float32() - 0.5
+		}
+		for i := range m {
+			m[i] = rng.Float32() - 0.5
+		}
+		out := make([]float32, rows)
+		dotRows(q, m, dim, out)
+		for r := range rows {
+			if want := dot(q, m[r*dim:(r+1)*dim]); math.Abs(float64(out[r]-want)) > 1e-4 {
+				t.Fatalf("dim %d row %d: %v, want %v", dim, r, out[r], want)
+			}
+		}
+	}
+}
+
+func TestTopHits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		n := rng.IntN(300)
+		hits := make([]Hit, n)
+		for i := range hits {
+			hits[i] = Hit{ID: fmt.Sprint(i), Score: float64(rng.IntN(20)) / 20}
+		}
+		want := slices.Clone(hits)
+		SortHits(want)
+		k := rng.IntN(n+2) - 1
+		got := TopHits(slices.Clone(hits), k)
+		if k > 0 && k < n {
+			want = want[:k]
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("n=%d k=%d: got %v want %v", n, k, got, want)
+		}
+	}
+}
