@@ -40,6 +40,9 @@ type Config struct {
 	DenyPatterns []string `json:"deny_patterns"`
 	// AllowServers, if non-empty, admits only these servers' tools.
 	AllowServers []string `json:"allow_servers"`
+	// Allow, if non-empty, admits only these exact qualified names (the
+	// shape of a policy locked down with `toolgate policy generate`).
+	Allow []string `json:"allow"`
 }
 
 // AccessControl is the extension. It holds no mutable state after New, so
@@ -49,6 +52,7 @@ type AccessControl struct {
 	deny     map[string]bool // lower-cased qualified names
 	patterns glob.Set
 	allow    map[string]bool // nil when every server is allowed
+	tools    map[string]bool // lower-cased; nil when every tool is allowed
 	log      *slog.Logger
 }
 
@@ -84,6 +88,15 @@ func FromConfig(c Config) (*AccessControl, error) {
 			a.allow[s] = true
 		}
 	}
+	if len(c.Allow) > 0 {
+		a.tools = map[string]bool{}
+		for i, n := range c.Allow {
+			if !strings.Contains(n, "__") {
+				return nil, fmt.Errorf("allow[%d]: %q is not a qualified tool name (server__tool)", i, n)
+			}
+			a.tools[strings.ToLower(n)] = true
+		}
+	}
 	return a, nil
 }
 
@@ -104,6 +117,9 @@ func (a *AccessControl) Check(server, qualified string) error {
 	const reason = "this tool is not available through this gateway"
 	if a.allow != nil && !a.allow[server] {
 		return &extension.Denial{Rule: Key + ".allow_servers", Reason: reason, Detail: fmt.Sprintf("server %q is not in allow_servers", server), Code: extension.CodePermissionDenied}
+	}
+	if a.tools != nil && !a.tools[strings.ToLower(qualified)] {
+		return &extension.Denial{Rule: Key + ".allow", Reason: reason, Detail: fmt.Sprintf("%q is not in allow", qualified), Code: extension.CodePermissionDenied}
 	}
 	if a.deny[strings.ToLower(qualified)] {
 		return &extension.Denial{Rule: Key + ".deny", Reason: reason, Detail: fmt.Sprintf("%q is in deny", qualified), Code: extension.CodePermissionDenied}

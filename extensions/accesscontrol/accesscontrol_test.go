@@ -173,3 +173,22 @@ func TestConcurrent(t *testing.T) {
 		<-done
 	}
 }
+
+func TestAllowList(t *testing.T) {
+	a, err := FromConfig(Config{Allow: []string{"fs__read_file", "Mem__Read_Graph"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"fs__read_file": true, "mem__read_graph": true, "fs__write_file": false, "other__read_file": false} {
+		server, _, _ := strings.Cut(name, "__")
+		if got := a.Check(server, name) == nil; got != want {
+			t.Errorf("Check(%s) allowed=%v", name, got)
+		}
+	}
+	if d, _ := extension.AsDenial(a.Check("fs", "fs__write_file")); d == nil || d.Rule != "access_control.allow" {
+		t.Fatalf("rule: %v", d)
+	}
+	if _, err := FromConfig(Config{Allow: []string{"read_file"}}); err == nil {
+		t.Fatal("unqualified name accepted")
+	}
+}
