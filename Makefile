@@ -7,7 +7,7 @@ LISTEN  ?= 127.0.0.1:8787
 CONFIG  ?= examples/config.json
 BIN     := bin/toolgate
 
-.PHONY: all build run run-stdio deps model verify-model test e2e unit lint fuzz bench bench-retrieval generate check-generated clean
+.PHONY: all build run run-stdio deps model verify-model test e2e unit lint fuzz bench bench-retrieval generate check-generated conformance clean
 
 all: build
 
@@ -60,6 +60,12 @@ generate:
 check-generated:
 	REQUIRE_PROTOC=1 scripts/check-generated.sh
 
+# The official MCP conformance suite (server scenarios) through toolgate in
+# passthrough mode, fronting the Go SDK's conformance server; a pinned Node 22
+# and the suite are installed into .cache/ from the npm registry.
+conformance: build
+	scripts/conformance.sh
+
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/config
@@ -67,6 +73,8 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzMatch -fuzztime=$(FUZZTIME) ./extensions/internal/glob
 	$(GO) test -run=^$$ -fuzz=FuzzURLPatternMatch -fuzztime=$(FUZZTIME) ./extensions/loadcontrol
 	$(GO) test -run=^$$ -fuzz=FuzzProcessorAnswers -fuzztime=$(FUZZTIME) ./extensions/extmcp
+	$(GO) test -run=^$$ -fuzz=FuzzSimilarity -fuzztime=$(FUZZTIME) ./extensions/typosquat
+	$(GO) test -run=^$$ -fuzz=FuzzDescriptionClaim -fuzztime=$(FUZZTIME) ./extensions/shadow
 
 bench: deps
 	$(GO) run ./bench/latency

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -34,6 +35,13 @@ func Main(exts ...extension.Extension) {
 
 // Run runs one command and returns the process exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...extension.Extension) int {
+	// TOOLGATE_CPUPROFILE=FILE writes a CPU profile of the whole run to FILE.PID, for
+	// the latency benchmarks (bench/latency).
+	if p := os.Getenv("TOOLGATE_CPUPROFILE"); p != "" {
+		if f, err := os.Create(fmt.Sprintf("%s.%d", p, os.Getpid())); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
@@ -50,6 +58,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...e
 		err = runIndex(ctx, args, stdout, stderr, exts)
 	case "scan":
 		err = runScan(ctx, args, os.Stdin, stdout, stderr)
+	case "servers":
+		err = runServers(ctx, args, stdout, stderr)
+	case "pins":
+		err = runPins(ctx, args, stdout, stderr)
+	case "policy":
+		err = runPolicy(ctx, args, stdout, stderr)
 	case "audit":
 		err = runAudit(ctx, args, stdout, stderr)
 	case "events":
@@ -58,6 +72,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...e
 		err = runEvents(ctx, "calls", "tool_call_intercepted", args, stdout, stderr)
 	case "detections":
 		err = runEvents(ctx, "detections", "detection", args, stdout, stderr)
+	case "test-server":
+		err = runTestServer(ctx, args, stdout, stderr)
+	case "status":
+		err = runStatus(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "toolgate", gateway.Version)
 	case "help", "-h", "--help":
@@ -94,7 +112,12 @@ Usage:
   toolgate events  [--session S] [--type T] [--since 1h] [--json]   read the audit log
   toolgate calls   [--action block]                           call decisions from the audit log
   toolgate detections [--severity high]                       detections from the audit log
+  toolgate servers --config FILE [--addr 127.0.0.1:PORT]     configured and loaded servers (and their state)
+  toolgate pins    list [--json] | diff|trust|reset --server S --tool T [--hash H]   manage definition pins
+  toolgate policy generate --config FILE --session S --output locked.json   lock a config to what a session used
   toolgate audit verify                                       check the audit log's hash chain
+  toolgate test-server [--config FILE] NAME | -- COMMAND ARGS... | --url URL   start a server, list its tools, stop it
+  toolgate status  [--addr 127.0.0.1:8787] [--json]           upstream states of a gateway serving HTTP (GET /status)
   toolgate version
 
 Common flags:

@@ -39,7 +39,7 @@ type scanError struct {
 func runScan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("scan", stderr)
 	kind := fs.String("kind", "definition", "what each line holds: definition (a tool definition or description) or output (a tool result text)")
-	cfgPath := fs.String("config", "", "config file: a toolgate config (its filters.poisoning object is used) or a poisoning object alone")
+	cfgPath := fs.String("config", "", "config file: a toolgate config (the detector of its filters.tool_poisoning or filters.output_poisoning is used) or a detector object alone")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: toolgate scan [--kind definition|output] [--config FILE] < lines.jsonl
 
@@ -70,20 +70,24 @@ Flags:
 	default:
 		return usageError{fmt.Errorf("--kind %q: want definition or output", *kind)}
 	}
+	key := "tool_poisoning"
+	if k == poison.KindOutput {
+		key = "output_poisoning"
+	}
 	var cfg poison.Config
 	if *cfgPath != "" {
 		raw, err := os.ReadFile(*cfgPath)
 		if err != nil {
 			return err
 		}
-		if cfg, err = poison.ConfigFromFile(raw); err != nil {
+		if cfg, err = poison.ConfigFromFile(raw, key); err != nil {
 			return fmt.Errorf("%s: %v", *cfgPath, err)
 		}
 	}
 	det, err := poison.NewDetector(cfg)
 	if err != nil {
 		if *cfgPath != "" {
-			return fmt.Errorf("%s: filters.poisoning: %v", *cfgPath, err)
+			return fmt.Errorf("%s: filters.%s.detector: %v", *cfgPath, key, err)
 		}
 		return err
 	}

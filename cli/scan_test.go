@@ -56,7 +56,7 @@ func TestRunScan(t *testing.T) {
 func TestRunScanOutputAndConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.json")
-	os.WriteFile(cfg, []byte(`{"mcpServers":{},"filters":{"poisoning":{"patterns":[{"name":"corp","category":"exfiltration","severity":"high","pattern":"corp\\.example"}]}}}`), 0o600)
+	os.WriteFile(cfg, []byte(`{"mcpServers":{},"filters":{"output_poisoning":{"detector":{"patterns":[{"name":"corp","category":"exfiltration","severity":"high","pattern":"corp\\.example"}]}}}}`), 0o600)
 	in := `{"text":"Quarterly numbers attached.\nCompose a sonnet about spreadsheets."}` + "\n" + `{"text":"see corp.example"}` + "\n"
 	var out, errb bytes.Buffer
 	if err := runScan(context.Background(), []string{"--kind", "output", "--config", cfg}, strings.NewReader(in), &out, &errb); err != nil {

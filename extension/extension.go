@@ -229,3 +229,12 @@ func ValidateID(id string) error {
 	}
 	return nil
 }
+
+// CommandResolver is an optional interface for extensions that decide
+// which executable a stdio server runs (e.g. pinning its hash). Before each
+// start the gateway asks every resolver in order; the first non-empty path
+// is launched instead of looking the command up in PATH, and any error
+// stops the start.
+type CommandResolver interface {
+	ResolveCommand(ctx context.Context, server, command, dir string) (path string, err error)
+}

@@ -4,7 +4,10 @@
 // streamable HTTP frontend (upstream over HTTP). It prints p50/p99 of each,
 // the difference, and calls per second with several concurrent clients.
 //
-//	go run ./bench/latency [-n 2000] [-clients 4] [-duration 5s]
+//	go run ./bench/latency [-n 2000] [-clients 4] [-duration 5s] [-mode meta|passthrough]
+//
+// With -mode passthrough, toolgate runs in passthrough mode and the client
+// calls up__echo directly with tools/call instead of through call_tool.
 package main
 
 import (
@@ -32,7 +35,11 @@ func main() {
 	n := flag.Int("n", 2000, "calls per path for the latency comparison")
 	clients := flag.Int("clients", 4, "concurrent clients for the throughput comparison")
 	dur := flag.Duration("duration", 5*time.Second, "length of each throughput run")
+	flag.StringVar(&mode, "mode", "meta", `toolgate's mode: "meta" (call_tool) or "passthrough" (tools/call of up__echo)`)
 	flag.Parse()
+	if mode != "meta" && mode != "passthrough" {
+		log.Fatalf("-mode %q: want meta or passthrough", mode)
+	}
 	switch {
 	case *upStdio:
 		if err := echoServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
@@ -59,6 +66,9 @@ func echoServer() *mcp.Server {
 	})
 	return s
 }
+
+// mode is toolgate's mode under test.
+var mode = "meta"
 
 func run(n, clients int, dur time.Duration) error {
 	ctx := context.Background()
@@ -88,8 +98,8 @@ func run(n, clients int, dur time.Duration) error {
 	defer up.Process.Kill()
 	waitListen(upAddr)
 
-	stdioCfg := writeConfig(tmp, "stdio.json", fmt.Sprintf(`{"mcpServers":{"up":{"command":%q,"args":["-upstream-stdio"]}}}`, self))
-	httpCfg := writeConfig(tmp, "http.json", fmt.Sprintf(`{"mcpServers":{"up":{"url":"http://%s/mcp"}}}`, upAddr))
+	stdioCfg := writeConfig(tmp, "stdio.json", fmt.Sprintf(`{"mode":%q,"mcpServers":{"up":{"command":%q,"args":["-upstream-stdio"]}}}`, mode, self))
+	httpCfg := writeConfig(tmp, "http.json", fmt.Sprintf(`{"mode":%q,"mcpServers":{"up":{"url":"http://%s/mcp"}}}`, mode, upAddr))
 	gwAddr := freeAddr()
 	gw := exec.Command(bin, "serve", "--config", httpCfg, "--state-dir", filepath.Join(tmp, "state"), "--listen", gwAddr, "--log-level", "error")
 	gw.Stderr = os.Stderr
@@ -114,7 +124,7 @@ func run(n, clients int, dur time.Duration) error {
 		return connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + gwAddr + "/mcp"}, true)
 	}
 
-	fmt.Printf("toolgate call_tool overhead: echo upstream (Go SDK), %d calls per path, A/B alternated\n\n", n)
+	fmt.Printf("toolgate overhead (%s mode): echo upstream (Go SDK), %d calls per path, A/B alternated\n\n", mode, n)
 	fmt.Printf("%-6s %-9s %10s %10s %10s %10s\n", "front", "path", "p50", "p99", "mean", "calls/s")
 	for _, fe := range []struct {
 		name            string
@@ -160,7 +170,9 @@ func (c caller) close() { c.cs.Close() }
 
 func (c caller) call(ctx context.Context, msg string) error {
 	p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": msg}}
-	if c.gateway {
+	if c.gateway && mode == "passthrough" {
+		p.Name = "up__echo"
+	} else if c.gateway {
 		p = &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": msg}}}
 	}
 	res, err := c.cs.CallTool(ctx, p)
@@ -183,7 +195,7 @@ func connect(ctx context.Context, t mcp.Transport, gateway bool) (caller, error)
 	if err != nil {
 		return caller{}, err
 	}
-	if gateway {
+	if gateway && mode == "meta" {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo the message"}})
 		if err != nil || res.IsError {
 			return caller{}, fmt.Errorf("search_tools: %v %v", err, res)

@@ -38,20 +38,26 @@ func main() {
 	cfgPath := flag.String("config", "", "poisoning config (the filters.poisoning object, or a whole toolgate config)")
 	verbose := flag.Bool("v", false, "list misses and false positives")
 	flag.Parse()
-	var cfg poison.Config
-	if *cfgPath != "" {
-		raw, err := os.ReadFile(*cfgPath)
+	// The definition detector is configured by filters.tool_poisoning, the
+	// output detector by filters.output_poisoning, as in the gateway.
+	detector := func(key string) *poison.Detector {
+		var cfg poison.Config
+		if *cfgPath != "" {
+			raw, err := os.ReadFile(*cfgPath)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if cfg, err = poison.ConfigFromFile(raw, key); err != nil {
+				log.Fatalf("%s: %v", *cfgPath, err)
+			}
+		}
+		d, err := poison.NewDetector(cfg)
 		if err != nil {
 			log.Fatal(err)
 		}
-		if cfg, err = poison.ConfigFromFile(raw); err != nil {
-			log.Fatalf("%s: %v", *cfgPath, err)
-		}
+		return d
 	}
-	det, err := poison.NewDetector(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
+	det, outDet := detector("tool_poisoning"), detector("output_poisoning")
 	defs, err := load(filepath.Join(*data, "tool_defs_dev.jsonl"))
 	if err != nil {
 		log.Fatal(err)
@@ -84,15 +90,15 @@ func main() {
 		fmt.Printf("flagged %d of %d (FPR %.3f); %.0f definitions/s\n", flagged, len(tools), float64(flagged)/float64(len(tools)), float64(len(tools))/el.Seconds())
 	}
 	fmt.Printf("\n== tool outputs (%s, %d rows)\n", filepath.Join(*data, "outputs_dev.jsonl"), len(outs))
-	report(outs, det.ScanOutput, *verbose, "context")
-	heldout(det, outs, *verbose)
+	report(outs, outDet.ScanOutput, *verbose, "context")
+	heldout(det, outDet, outs, *verbose)
 }
 
 // heldout measures on attacks written for toolgate in styles the dev set
 // lacks (internal/poison/testdata/heldout_*.jsonl): each injection is put
 // into every clean dev output, at the start, middle and end in turn; the
 // malicious descriptions are scanned as they are.
-func heldout(det *poison.Detector, outs []row, verbose bool) {
+func heldout(det, outDet *poison.Detector, outs []row, verbose bool) {
 	dir := filepath.Join("internal", "poison", "testdata")
 	inj, err1 := load(filepath.Join(dir, "heldout_injections.jsonl"))
 	defs, err2 := load(filepath.Join(dir, "heldout_definitions.jsonl"))
@@ -135,7 +141,7 @@ func heldout(det *poison.Detector, outs []row, verbose bool) {
 			}
 			x := byPos[pos]
 			x[1]++
-			if det.ScanOutput(text).Malicious {
+			if outDet.ScanOutput(text).Malicious {
 				x[0]++
 				perInj[j]++
 			}

@@ -8,6 +8,10 @@ import (
 	_ "github.com/toolgate/toolgate/extensions/flow"          // cross_server
 	_ "github.com/toolgate/toolgate/extensions/loadcontrol"   // load_control
 	_ "github.com/toolgate/toolgate/extensions/outputpoison"  // output_poisoning
+	_ "github.com/toolgate/toolgate/extensions/pin"           // version_pinning
+	_ "github.com/toolgate/toolgate/extensions/poisondef"     // tool_poisoning
 	_ "github.com/toolgate/toolgate/extensions/ratelimit"     // rate_limits
 	_ "github.com/toolgate/toolgate/extensions/rego"          // rego_policy
+	_ "github.com/toolgate/toolgate/extensions/shadow"        // shadowing
+	_ "github.com/toolgate/toolgate/extensions/typosquat"     // name_similarity
 )

@@ -133,9 +133,19 @@ func (l *Log) Append(e Event) error {
 		l.mu.Unlock()
 		return fmt.Errorf("audit: encode %s event: %v", e.Type, err)
 	}
+	// Hash is the last field and empty in body: splice the hash in rather
+	// than encoding the event a second time.
 	e.Hash = hashOf(body)
-	line, _ := json.Marshal(e)
-	line = append(line, '\n')
+	const empty = `"hash":""}`
+	if !bytes.HasSuffix(body, []byte(empty)) {
+		l.mu.Unlock()
+		return fmt.Errorf("audit: encoded %s event does not end with its hash field", e.Type)
+	}
+	line := make([]byte, 0, len(body)+len(e.Hash)+1)
+	line = append(line, body[:len(body)-len(empty)]...)
+	line = append(line, `"hash":"`...)
+	line = append(line, e.Hash...)
+	line = append(line, "\"}\n"...)
 	if _, err := l.f.Write(line); err != nil {
 		l.mu.Unlock()
 		return fmt.Errorf("audit: write: %v", err)

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // DefaultSimilarityThreshold is the score below which search results are
@@ -41,6 +42,10 @@ type Config struct {
 	Search Search
 	// Audit configures the audit log.
 	Audit Audit
+	// Exposure says what the client sees: the meta-tools (mode "meta"),
+	// the upstream tools themselves ("passthrough"), or both ("hybrid");
+	// see mode.go.
+	Exposure
 }
 
 // Audit is the "audit" object.
@@ -116,7 +121,45 @@ type Server struct {
 	// Dir is the working directory of a stdio server, relative to the
 	// config's folder (default: the config's folder).
 	Dir string `json:"cwd,omitempty"`
+	// Lazy servers are not started until one of their tools is called;
+	// their tools are searchable from the catalogue cache meanwhile.
+	Lazy bool `json:"lazy,omitempty"`
+	// IdleTimeout is how many seconds a server may go without a call
+	// before it is stopped (nil: DefaultIdleTimeout; 0: never).
+	IdleTimeout *float64 `json:"idle_timeout,omitempty"`
+	// CallTimeout bounds one tool call, in seconds (nil: DefaultCallTimeout).
+	CallTimeout *float64 `json:"call_timeout,omitempty"`
 }
+
+// Lifecycle defaults of a server.
+const (
+	DefaultIdleTimeout = 300 * time.Second
+	DefaultCallTimeout = 60 * time.Second
+)
+
+// Idle returns the server's idle timeout; 0 means it is never stopped for
+// being idle.
+func (s *Server) Idle() time.Duration {
+	if s.IdleTimeout == nil {
+		return DefaultIdleTimeout
+	}
+	return seconds(*s.IdleTimeout)
+}
+
+// CallLimit returns the server's call timeout, or 0 when the config does
+// not set one (the caller's default applies).
+func (s *Server) CallLimit() time.Duration {
+	if s.CallTimeout == nil {
+		return 0
+	}
+	return seconds(*s.CallTimeout)
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// maxSeconds bounds idle_timeout and call_timeout (a year), so a typo does
+// not overflow a time.Duration.
+const maxSeconds = 365 * 24 * 3600
 
 // IsRemote reports whether the server is reached over HTTP.
 func (s *Server) IsRemote() bool { return s.URL != "" }
@@ -126,8 +169,12 @@ type fileFormat struct {
 	Filters    json.RawMessage            `json:"filters,omitempty"`
 	Search     *Search                    `json:"search,omitempty"`
 	Audit      *Audit                     `json:"audit,omitempty"`
+	Exposure
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
 	Schema string `json:"$schema,omitempty"`
+	// Review is informational (e.g. the blocked tools a generated policy
+	// lists for a person to look at); toolgate ignores it.
+	Review json.RawMessage `json:"review,omitempty"`
 }
 
 // Error is a configuration problem with the file it came from.
@@ -252,6 +299,10 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		return nil, &Error{File: file, Msg: err.Error()}
 	}
 	cfg.Filters = f
+	cfg.Exposure = ff.Exposure
+	if err := cfg.validateExposure(); err != nil {
+		return nil, &Error{File: file, Msg: err.Error()}
+	}
 	return cfg, nil
 }
 
@@ -336,6 +387,12 @@ func ValidateServerName(name string) error {
 func (s *Server) validate() error {
 	if err := ValidateServerName(s.Name); err != nil {
 		return err
+	}
+	if v := s.IdleTimeout; v != nil && (*v < 0 || *v > maxSeconds) {
+		return fmt.Errorf("idle_timeout %v: want seconds between 0 (never stop) and %d", *v, maxSeconds)
+	}
+	if v := s.CallTimeout; v != nil && (*v <= 0 || *v > maxSeconds) {
+		return fmt.Errorf("call_timeout %v: want seconds above 0 and at most %d", *v, maxSeconds)
 	}
 	switch {
 	case s.Command != "" && s.URL != "":

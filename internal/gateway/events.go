@@ -50,6 +50,7 @@ func (g *Gateway) emit(ctx context.Context, e extension.Event) {
 // record appends one event to the audit log (written before it returns).
 func (g *Gateway) record(ctx context.Context, e extension.Event) error {
 	g.log.DebugContext(ctx, "event", "type", e.Type, "server", e.Server, "tool", e.Tool, "action", e.Action, "reason", e.Reason)
+	g.metrics.observe(e)
 	if g.audit == nil {
 		return nil
 	}

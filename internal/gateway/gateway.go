@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/catalog"
+	"github.com/toolgate/toolgate/internal/catcache"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gate"
 	"github.com/toolgate/toolgate/internal/pipeline"
@@ -65,15 +67,28 @@ type Gateway struct {
 	signer  *gate.Signer
 	pipe    *pipeline.Pipeline
 	servers map[scope]*mcp.Server
+	pt      *passthrough // passthrough and hybrid modes; nil in meta mode
 
 	sessions sync.Map // *mcp.ServerSession → string key, for sessions without an id
 
-	tokens *secrets.Tokens
-	redact *secrets.Redactor
-	audit  *audit.Log
+	tokens  *secrets.Tokens
+	redact  *secrets.Redactor
+	audit   *audit.Log
+	metrics *metrics
 
 	ctx    context.Context // lives until Close; used for background re-listing
 	cancel context.CancelFunc
+
+	cache   *catcache.Cache // tool lists of configured servers, for lazy ones
+	listMu  sync.Mutex
+	listing map[string]*listState // per server: serialises listing
+}
+
+// listState serialises the listing of one server and remembers which start
+// of it the catalogue reflects.
+type listState struct {
+	sync.Mutex
+	starts int
 }
 
 // New builds a gateway: it provisions the extensions (an extension that
@@ -87,7 +102,8 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor}
+	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
+		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics()}
 	if g.gate == nil {
 		g.gate = gate.NewMemory()
 	}
@@ -121,16 +137,32 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	g.ups = upstream.NewManager(upstream.Options{
+	uopts := upstream.Options{
 		Logger:         log,
 		OnToolsChanged: g.relist,
+		OnStarted:      g.started,
 		ConnectTimeout: opts.ConnectTimeout,
 		CallTimeout:    opts.CallTimeout,
 		Token:          g.token,
-	})
+		ResolveCommand: g.resolveCommand,
+	}
+	if m := opts.Config.Mode; m == config.ModePassthrough || m == config.ModeHybrid {
+		g.pt = newPassthrough(g, opts.Config)
+		uopts.ClientOptions = g.pt.clientOptions
+		uopts.ClientMiddleware = g.pt.clientMiddleware
+	}
+	g.ups = upstream.NewManager(uopts)
 	g.servers = map[scope]*mcp.Server{}
 	for _, s := range []scope{scopeConnection, scopeStateless} {
-		if g.servers[s], err = g.newMCPServer(s); err != nil {
+		if opts.Config.Mode == config.ModePassthrough {
+			g.servers[s], err = g.newPassthroughServer(s)
+		} else {
+			g.servers[s], err = g.newMCPServer(s)
+			if err == nil && g.pt != nil {
+				g.addPinned(g.servers[s], s)
+			}
+		}
+		if err != nil {
 			g.Close()
 			return nil, err
 		}
@@ -139,8 +171,13 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
+// DefaultOn are the protections every gateway runs, with their defaults,
+// unless the config turns one off with `"key": false` in filters.
+var DefaultOn = []string{"shadowing", "name_similarity", "version_pinning", "tool_poisoning"}
+
 // builtinExtensions instantiates the extension registered for every key of
-// the filters object other than similarity_threshold, in the file's order.
+// the filters object other than similarity_threshold, in the file's order,
+// then the DefaultOn protections the config does not mention.
 func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 	keys := cfg.Filters.Order
 	if len(keys) != len(cfg.Filters.Extensions) { // a config built in code
@@ -150,13 +187,29 @@ func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 		}
 		sort.Strings(keys)
 	}
+	raws := make(map[string]json.RawMessage, len(keys))
+	for _, k := range keys {
+		raws[k] = cfg.Filters.Extensions[k]
+	}
+	for _, k := range DefaultOn {
+		if _, set := raws[k]; !set {
+			if _, registered := extension.Lookup(k); registered {
+				keys = append(keys, k)
+				raws[k] = json.RawMessage("{}")
+			}
+		}
+	}
 	var out []extension.Extension
 	for _, k := range keys {
+		raw := raws[k]
 		f, ok := extension.Lookup(k)
 		if !ok {
 			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("filters: unknown key %q (known: similarity_threshold, %v)", k, extension.Keys())}
 		}
-		e, err := f(cfg.Filters.Extensions[k])
+		if string(bytes.TrimSpace(raw)) == "false" {
+			continue
+		}
+		e, err := f(raw)
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("filters.%s: %v", k, err)}
 		}
@@ -185,7 +238,7 @@ func (g *Gateway) startConfigured(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := g.index(ctx, srv); err != nil {
+			if err := g.indexConfigured(ctx, srv); err != nil {
 				g.log.Warn("skipping server: it failed to start or list its tools; the others keep working", "server", n, "error", err)
 			}
 		}()
@@ -194,15 +247,108 @@ func (g *Gateway) startConfigured(ctx context.Context) {
 	g.log.Info("gateway ready", "servers", len(g.ups.Servers()), "tools", g.cat.Len())
 }
 
-// index lists srv's tools and puts them in the catalogue.
-func (g *Gateway) index(ctx context.Context, srv *upstream.Server) error {
-	tools, err := srv.ListTools(ctx)
+// indexConfigured puts a configured server's tools in the catalogue. A lazy
+// server's come from the catalogue cache without starting it; with no cache
+// entry for its config, it is started once to list them, then stopped.
+func (g *Gateway) indexConfigured(ctx context.Context, srv *upstream.Server) error {
+	cfg := srv.Config()
+	if !cfg.Lazy {
+		return g.index(ctx, srv, 0)
+	}
+	e, ok, err := g.cache.Load(cfg)
+	if err != nil {
+		g.log.Warn("catalogue cache unreadable; listing the server instead", "server", srv.Name(), "error", err)
+	}
+	if ok {
+		g.catalogue(ctx, srv.Name(), e.Tools, false)
+		g.log.Info("indexed lazy server from the catalogue cache; it starts on first call", "server", srv.Name(), "tools", len(e.Tools), "cached", e.Updated.Format(time.RFC3339))
+		return nil
+	}
+	err = g.index(ctx, srv, 0)
+	srv.Stop()
+	if err == nil {
+		g.log.Info("lazy server listed and stopped; it starts on first call", "server", srv.Name())
+	}
+	return err
+}
+
+// index lists srv's tools, puts them in the catalogue and, for a configured
+// server, in the catalogue cache. Listings of one server are serialised;
+// with after > 0 it does nothing if the catalogue already reflects that
+// start of the server (or a later one).
+func (g *Gateway) index(ctx context.Context, srv *upstream.Server, after int) error {
+	name := srv.Name()
+	g.listMu.Lock()
+	ls := g.listing[name]
+	if ls == nil {
+		ls = &listState{}
+		g.listing[name] = ls
+	}
+	g.listMu.Unlock()
+	ls.Lock()
+	defer ls.Unlock()
+	var tools []*mcp.Tool
+	var err error
+	if after > 0 {
+		if ls.starts >= after {
+			return nil
+		}
+		// A refresh after a start: if the server has already stopped
+		// again, it is not started just to be listed.
+		var running bool
+		if tools, running, err = srv.ListToolsIfRunning(ctx); !running {
+			return err
+		}
+	} else {
+		tools, err = srv.ListTools(ctx)
+	}
 	if err != nil {
 		return err
 	}
-	g.catalogue(ctx, srv.Name(), tools, g.runTime(srv.Name()))
-	g.log.Info("indexed server", "server", srv.Name(), "tools", len(tools))
+	ls.starts = srv.Status().Starts
+	g.catalogue(ctx, name, tools, g.runTime(name))
+	if cfg, ok := g.cfg.Servers[name]; ok && cfg == srv.Config() {
+		if err := g.cache.Save(cfg, tools); err != nil {
+			g.log.Warn("catalogue cache not updated", "server", name, "error", err)
+		}
+	}
+	g.log.Info("indexed server", "server", name, "tools", len(tools))
 	return nil
+}
+
+// started refreshes the catalogue (and cache) of a server that has just
+// started, unless that start came from listing it: a lazy server's cached
+// tools, or a restarted server's, may be out of date.
+func (g *Gateway) started(name string, starts int) {
+	if starts == 1 && g.runTime(name) {
+		return // load_mcp_server lists it itself
+	}
+	srv, ok := g.ups.Get(name)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(g.ctx, upstream.DefaultConnectTimeout)
+	defer cancel()
+	if err := g.index(ctx, srv, starts); err != nil && g.ctx.Err() == nil {
+		g.log.Warn("re-listing tools after a start failed", "server", name, "error", err)
+	}
+}
+
+// resolveCommand asks the extensions that pin executables which file a
+// stdio server must run.
+func (g *Gateway) resolveCommand(ctx context.Context, cfg *config.Server) (string, error) {
+	for _, e := range g.pipe.Extensions() {
+		if r, ok := e.(extension.CommandResolver); ok {
+			path, err := r.ResolveCommand(ctx, cfg.Name, cfg.Command, cfg.Dir)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", e.ID(), err)
+			}
+			if path != "" {
+				return path, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // runTime reports whether a server was connected by load_mcp_server.
@@ -251,7 +397,7 @@ func (g *Gateway) relist(name string) {
 	}
 	ctx, cancel := context.WithTimeout(g.ctx, upstream.DefaultConnectTimeout)
 	defer cancel()
-	if err := g.index(ctx, srv); err != nil && g.ctx.Err() == nil {
+	if err := g.index(ctx, srv, 0); err != nil && g.ctx.Err() == nil {
 		g.log.Warn("re-listing tools after list_changed failed", "server", name, "error", err)
 	}
 }

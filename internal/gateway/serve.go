@@ -27,7 +27,8 @@ func (g *Gateway) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSess
 // stateless server whose gate works with signed discovery tokens; all
 // others get stateful sessions (Mcp-Session-Id) with a gate per session.
 // Requests to a loopback listener with a non-loopback Host are refused
-// (DNS rebinding), as are cross-origin browser requests.
+// (DNS rebinding), as are cross-origin browser requests. GET /status
+// reports the gateway's upstreams as JSON (see Status).
 func (g *Gateway) HTTPHandler() http.Handler {
 	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.servers[scopeConnection] },
 		&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: 30 * time.Minute})
@@ -42,5 +43,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(route))
+	mux.HandleFunc("/status", g.statusHandler)
+	mux.Handle("/metrics", g.metrics.handler())
 	return mux
 }

@@ -456,11 +456,28 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 			return errorResult("call_tool: %q has not been returned by search_tools in this session. Call search_tools with a description of the task first, then call the tool by the exact name it returns.", req.ToolName)
 		}
 	}
+	res, err := g.callGated(ctx, req, func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error) {
+		return srv.CallTool(ctx, tool, req.Arguments)
+	})
+	if err != nil {
+		return denialResult(req.ToolName, err)
+	}
+	return res
+}
+
+// callGated runs a call that has passed the discovery gate: the call
+// filters, the audit record, the upstream call (through send) and the
+// response filters. A filter's refusal is returned as an error (a
+// *extension.Denial or a filter failure); every other problem is an isError
+// result. Meta-tools and passthrough share it, so every filter applies in
+// both.
+func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, send func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
+	server, tool := req.ServerName, req.Tool
 	t, ok := g.cat.Lookup(req.ToolName)
 	srv, up := g.ups.Get(server)
 	if !ok || !up {
 		g.intercepted(ctx, req, "block", "unknown_tool")
-		return errorResult("call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server)
+		return errorResult("call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server), nil
 	}
 	req.Def = t.Def
 	if err := g.pipe.Call(ctx, req); err != nil {
@@ -470,24 +487,30 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 			reason = d.Rule
 		}
 		g.intercepted(ctx, req, "block", reason)
-		return denialResult(req.ToolName, err)
+		return nil, err
 	}
 	// The allow decision is recorded before the call runs; a call that
 	// cannot be recorded does not run.
 	if err := g.intercepted(ctx, req, "allow", ""); err != nil {
-		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user (%v).", req.ToolName, err)
+		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user (%v).", req.ToolName, err), nil
 	}
 	start := time.Now()
-	res, err := srv.CallTool(ctx, t.Name, req.Arguments)
+	res, err := send(ctx, srv, t.Name)
 	k, v := g.argsField(req.Arguments)
-	fields := map[string]any{k: v, "duration_ms": time.Since(start).Milliseconds()}
+	fields := map[string]any{k: v, "duration_ms": float64(time.Since(start).Microseconds()) / 1000}
 	if err != nil {
 		fields["error"] = err.Error()
 		g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: server, Tool: tool, Action: "error", Fields: fields})
 		if srv.Config().IsRemote() && authFailure(err) {
-			return errorResult("call_tool: %s", g.authMessage(server))
+			return errorResult("call_tool: %s", g.authMessage(server)), nil
 		}
-		return upstreamError(srv, t.Name, err)
+		// A passthrough send marks the upstream's own JSON-RPC errors to be
+		// relayed as they are.
+		var relay relayedError
+		if errors.As(err, &relay) {
+			return nil, relay.rpc
+		}
+		return upstreamError(srv, t.Name, err), nil
 	}
 	fields["is_error"] = res.IsError
 	g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: server, Tool: tool, Action: "ok", Fields: fields})
@@ -498,9 +521,9 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 			reason = d.Rule
 		}
 		g.emit(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: req.Session, Server: server, Tool: tool, Action: "block", Reason: reason, Fields: map[string]any{"phase": "response"}})
-		return denialResult(req.ToolName, err)
+		return nil, err
 	}
-	return res
+	return res, nil
 }
 
 // intercepted records the gateway's decision on a call.
@@ -534,7 +557,7 @@ func refusedResult(d *extension.Denial, format string, args ...any) *mcp.CallToo
 }
 
 func upstreamError(srv *upstream.Server, tool string, err error) *mcp.CallToolResult {
-	return errorResult("call_tool: server %q failed to run %q: %v. The server restarts on the next call; retry once, and if it fails again tell the user.", srv.Name(), tool, err)
+	return errorResult("call_tool: server %q failed to run %q: %v. If the error looks temporary, retry once; if it fails again, tell the user.", srv.Name(), tool, err)
 }
 
 type loadArgs struct {

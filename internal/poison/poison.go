@@ -339,9 +339,10 @@ func dedupe(fs []Finding) []Finding {
 }
 
 // ConfigFromFile reads a Config from a file's bytes: either a whole toolgate
-// config (its "filters.poisoning" object is used; absent means defaults) or
-// the poisoning object itself.
-func ConfigFromFile(raw []byte) (Config, error) {
+// config (the "detector" object of its filters.<filterKey> is used, where
+// filterKey is tool_poisoning or output_poisoning; absent means defaults) or
+// a detector object itself.
+func ConfigFromFile(raw []byte, filterKey string) (Config, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return Config{}, fmt.Errorf("poisoning config: %v", err)
@@ -353,9 +354,17 @@ func ConfigFromFile(raw []byte) (Config, error) {
 		if err := json.Unmarshal(raw, &f); err != nil {
 			return Config{}, fmt.Errorf("filters: %v", err)
 		}
-		c, err := ParseConfig(f.Filters["poisoning"])
+		var ext struct {
+			Detector json.RawMessage `json:"detector"`
+		}
+		if r := f.Filters[filterKey]; len(r) > 0 && string(r) != "false" {
+			if err := json.Unmarshal(r, &ext); err != nil {
+				return Config{}, fmt.Errorf("filters.%s: %v", filterKey, err)
+			}
+		}
+		c, err := ParseConfig(ext.Detector)
 		if err != nil {
-			return c, fmt.Errorf("filters.poisoning: %v", err)
+			return c, fmt.Errorf("filters.%s.detector: %v", filterKey, err)
 		}
 		return c, nil
 	}

@@ -229,8 +229,8 @@ func TestConfig(t *testing.T) {
 			t.Errorf("NewDetector(%+v) error %v, want %q", b.cfg, err, b.want)
 		}
 	}
-	raw := `{"mcpServers":{},"filters":{"poisoning":{"output_threshold":"high","patterns":[{"name":"corp","category":"exfiltration","severity":"critical","pattern":"internal\\.corp\\.example","kinds":["definition"]}],"disable":["path_traversal"]}}}`
-	cfg, err := ConfigFromFile([]byte(raw))
+	raw := `{"mcpServers":{},"filters":{"tool_poisoning":{"detector":{"output_threshold":"high","patterns":[{"name":"corp","category":"exfiltration","severity":"critical","pattern":"internal\\.corp\\.example","kinds":["definition"]}],"disable":["path_traversal"]}}}}`
+	cfg, err := ConfigFromFile([]byte(raw), "tool_poisoning")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestConfig(t *testing.T) {
 	if v := d.ScanOutput("see internal.corp.example"); v.Malicious {
 		t.Errorf("definition-only pattern matched an output: %+v", v)
 	}
-	if _, err := ConfigFromFile([]byte(`{"filters":{"poisoning":{"threshold":"x"}}}`)); err == nil || !strings.Contains(err.Error(), "threshold") {
+	if _, err := ConfigFromFile([]byte(`{"filters":{"output_poisoning":{"detector":{"threshold":"x"}}}}`), "output_poisoning"); err == nil || !strings.Contains(err.Error(), "threshold") {
 		t.Errorf("unknown key: %v", err)
 	}
 }

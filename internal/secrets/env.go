@@ -120,36 +120,72 @@ func matchAny(globs []string, name string) bool {
 // secret for redaction, wherever they appear in its name.
 var sensitiveWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION"}
 
-// ConfigValues lists the values a config makes secret: every .env value,
-// every value of a server's env block and headers (after $VAR resolution),
-// and the values of the gateway's own environment variables whose names
-// look like credentials.
+// ConfigValues lists the values a config makes secret: the values of .env
+// variables, of servers' env entries and headers, and of the gateway's own
+// environment, whose names look like credentials (TOKEN, SECRET, KEY,
+// PASSWORD...) or whose values look like one (long and mixed, as keys and
+// tokens are). Plain settings such as NODE_ENV=production are not masked:
+// hiding ordinary words everywhere would garble output and protect nothing.
 func ConfigValues(cfg *config.Config, environ []string) []string {
 	var out []string
-	for _, v := range cfg.DotEnv {
-		out = append(out, v)
-	}
-	for _, s := range cfg.Servers {
-		for _, v := range s.Env {
+	add := func(k, v string) {
+		if sensitiveName(k) || secretLooking(v) {
 			out = append(out, v)
 		}
-		for _, v := range s.Headers {
-			out = append(out, v)
+	}
+	for k, v := range cfg.DotEnv {
+		add(k, v)
+	}
+	for _, s := range cfg.Servers {
+		for k, v := range s.Env {
+			add(k, v)
+		}
+		for k, v := range s.Headers {
 			// "Bearer xyz": the credential is the last word.
-			if f := strings.Fields(v); len(f) > 1 {
-				out = append(out, f[len(f)-1])
+			f := strings.Fields(v)
+			if sensitiveName(k) || strings.EqualFold(k, "Authorization") || strings.EqualFold(k, "Cookie") {
+				out = append(out, v)
+				if len(f) > 1 {
+					out = append(out, f[len(f)-1])
+				}
+				continue
 			}
+			add(k, v)
 		}
 	}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		u := strings.ToUpper(k)
-		for _, w := range sensitiveWords {
-			if strings.Contains(u, w) {
-				out = append(out, v)
-				break
-			}
+		if sensitiveName(k) {
+			out = append(out, v)
 		}
 	}
 	return out
+}
+
+func sensitiveName(k string) bool {
+	u := strings.ToUpper(k)
+	for _, w := range sensitiveWords {
+		if strings.Contains(u, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// secretLooking reports whether v looks like a key or token: at least 16
+// characters without spaces, mixing letters and digits.
+func secretLooking(v string) bool {
+	if len(v) < 16 || strings.ContainsAny(v, " \t\n/") {
+		return false
+	}
+	var letter, digit bool
+	for _, r := range v {
+		switch {
+		case r >= '0' && r <= '9':
+			digit = true
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
+			letter = true
+		}
+	}
+	return letter && digit
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/config"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -164,5 +166,26 @@ func TestRedactorLogHandler(t *testing.T) {
 	v := r.Value(map[string]any{"a": []any{"canary-1234567", 3.0}, "canary-1234567": "k"}).(map[string]any)
 	if v["a"].([]any)[0] != Mask || v[Mask] != "k" {
 		t.Fatalf("Value = %v", v)
+	}
+}
+
+func TestConfigValuesSkipsPlainSettings(t *testing.T) {
+	cfg := &config.Config{
+		DotEnv: map[string]string{"NODE_ENV": "production", "DB_PASSWORD": "hunter2-long", "GITHUB": "ghp_a1b2c3d4e5f6g7h8"},
+		Servers: map[string]*config.Server{"s": {
+			Env:     map[string]string{"MODE": "restart", "API_TOKEN": "tok-123456"},
+			Headers: map[string]string{"Authorization": "Bearer abcdef123", "X-Team": "blue"},
+		}},
+	}
+	got := ConfigValues(cfg, []string{"HOME=/root", "MY_SECRET=s3cr3t-value"})
+	for _, want := range []string{"hunter2-long", "ghp_a1b2c3d4e5f6g7h8", "tok-123456", "Bearer abcdef123", "abcdef123", "s3cr3t-value"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%q not treated as a secret", want)
+		}
+	}
+	for _, plain := range []string{"production", "restart", "blue", "/root"} {
+		if slices.Contains(got, plain) {
+			t.Errorf("%q treated as a secret", plain)
+		}
 	}
 }

@@ -1,51 +1,71 @@
 // Package upstream manages the gateway's connections to MCP servers: stdio
 // child processes (each in its own process group, so stopping one ends its
-// whole tree) and remote servers over streamable HTTP or legacy SSE. Each
-// server keeps one client session, reused by every call and re-established
-// on the next call after it breaks.
+// whole tree) and remote servers over streamable HTTP or legacy SSE.
+//
+// A server is started on first use (two callers that find it stopped start
+// it once), stopped after idle_timeout without a call (never while a call is
+// in flight), marked failed when it exits or its connection breaks, and
+// started again by the next call, with a growing delay while it keeps
+// failing. Each call has a deadline; when it passes, or the caller gives up,
+// the SDK client sends notifications/cancelled upstream.
 package upstream
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"sort"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/config"
-	"github.com/toolgate/toolgate/internal/secrets"
 )
 
 // Defaults for connection handling.
 const (
 	DefaultConnectTimeout = 30 * time.Second
-	DefaultCallTimeout    = 60 * time.Second
+	DefaultCallTimeout    = config.DefaultCallTimeout
 	// stopGrace is how long a child gets after its stdin closes, and again
 	// after SIGTERM, before its process group is killed.
 	stopGrace = 2 * time.Second
+	// Backoff after consecutive failures: none after the first (a crash
+	// is retried by the next call at once), then BackoffMin doubling up to
+	// BackoffMax.
+	BackoffMin = 500 * time.Millisecond
+	BackoffMax = 30 * time.Second
 )
 
 // Version is what the gateway reports as its client implementation.
 var Version = "dev"
 
-// State of an upstream.
+// State of an upstream, as reported by Status.
 type State string
 
 const (
-	StateStopped State = "stopped"
+	// StateRunning: connected, with at least one call in flight.
 	StateRunning State = "running"
-	StateFailed  State = "failed"
+	// StateIdle: connected, no call in flight; stopped once idle for
+	// idle_timeout.
+	StateIdle State = "idle"
+	// StateStopped: not connected, and nothing went wrong: never started
+	// (lazy), stopped after its idle timeout, or stopped by the gateway.
+	// The next call starts it.
+	StateStopped State = "stopped"
+	// StateFailed: not connected because its last start failed or it
+	// exited / dropped the connection unexpectedly. The next call starts
+	// it again, once any backoff has passed.
+	StateFailed State = "failed"
 )
+
+// ErrClosed is returned for calls to a server that was removed or whose
+// manager is closed.
+var ErrClosed = errors.New("the server was removed or the gateway is shutting down")
 
 // Options configure a Manager.
 type Options struct {
@@ -53,9 +73,13 @@ type Options struct {
 	// OnToolsChanged is called (on its own goroutine) when a server sends
 	// notifications/tools/list_changed.
 	OnToolsChanged func(server string)
+	// OnStarted is called (on its own goroutine) after every successful
+	// start of a server, with the number of starts so far (1 for the first).
+	OnStarted func(server string, starts int)
 	// ConnectTimeout bounds starting a server and its handshake.
 	ConnectTimeout time.Duration
-	// CallTimeout bounds one tool call.
+	// CallTimeout bounds one tool call of a server whose config sets no
+	// call_timeout.
 	CallTimeout time.Duration
 	// HTTPClient is the base client for remote servers (default: a client
 	// with sane timeouts on the transport).
@@ -65,16 +89,36 @@ type Options struct {
 	// session; the manager chains its own tools/list_changed handling onto
 	// them.
 	ClientOptions func(server string) mcp.ClientOptions
+	// ClientMiddleware, if set, gives receiving middleware for a server's
+	// client, for server-to-client requests ClientOptions has no handler
+	// for (roots/list) or that the SDK client would check first
+	// (elicitation/create).
+	ClientMiddleware func(server string) []mcp.Middleware
 	// Token returns the bearer token for a remote server. It is asked on
 	// every request, so rotation needs no restart, and decides which
 	// servers may have a token at all.
 	Token func(cfg *config.Server) (token string, ok bool, err error)
+	// ResolveCommand, if set, returns the absolute path to launch for a
+	// stdio server (e.g. after checking its pinned hash), or "" to launch
+	// the command as configured; an error stops the start.
+	ResolveCommand func(ctx context.Context, cfg *config.Server) (string, error)
+	// Transport, if set and it returns a transport, reaches the server
+	// through it instead of its configured command or URL (tests, and
+	// programs embedding servers in process).
+	Transport func(cfg *config.Server) mcp.Transport
 }
 
 // Manager owns every upstream server.
 type Manager struct {
 	opts Options
 	log  *slog.Logger
+
+	// ctx bounds background starts; it ends with Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// bg counts the manager's goroutines (starts, watchers, idle stops),
+	// so Close returns only when all are done.
+	bg sync.WaitGroup
 
 	mu      sync.Mutex
 	servers map[string]*Server
@@ -95,7 +139,8 @@ func NewManager(opts Options) *Manager {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
-	return &Manager{opts: opts, log: opts.Logger, servers: map[string]*Server{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, servers: map[string]*Server{}}
 }
 
 // ErrExists is returned by Add for a name already in use.
@@ -111,7 +156,10 @@ func (m *Manager) Add(cfg *config.Server) (*Server, error) {
 	if _, ok := m.servers[cfg.Name]; ok {
 		return nil, fmt.Errorf("server %q: %w", cfg.Name, ErrExists)
 	}
-	s := &Server{cfg: cfg, m: m, log: m.log.With("server", cfg.Name), state: StateStopped}
+	s := &Server{cfg: cfg, m: m, log: m.log.With("server", cfg.Name), idle: cfg.Idle(), callTimeout: cfg.CallLimit()}
+	if s.callTimeout <= 0 {
+		s.callTimeout = m.opts.CallTimeout
+	}
 	m.servers[cfg.Name] = s
 	return s, nil
 }
@@ -123,7 +171,7 @@ func (m *Manager) Remove(name string) {
 	delete(m.servers, name)
 	m.mu.Unlock()
 	if s != nil {
-		s.Stop()
+		s.stop(true)
 	}
 }
 
@@ -147,7 +195,8 @@ func (m *Manager) Servers() []*Server {
 	return out
 }
 
-// Close stops every server and waits for their processes to end.
+// Close stops every server and waits for their processes and the
+// manager's goroutines to end.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
@@ -156,33 +205,74 @@ func (m *Manager) Close() error {
 		servers = append(servers, s)
 	}
 	m.mu.Unlock()
+	m.cancel()
 	var wg sync.WaitGroup
 	for _, s := range servers {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.Stop() }()
+		go func() { defer wg.Done(); s.stop(true) }()
 	}
 	wg.Wait()
+	m.bg.Wait()
 	return nil
 }
 
 // Server is one upstream MCP server.
+//
+//	stopped ──call──▶ starting ──▶ idle ⇄ running ──idle_timeout──▶ stopped
+//	                     │                  │
+//	                  fails              exits / connection breaks
+//	                     ▼                  ▼
+//	                   failed ◀─────────────┘   the next call starts it again
+//	                                            (after a backoff once it keeps failing)
 type Server struct {
-	cfg *config.Server
-	m   *Manager
-	log *slog.Logger
+	cfg         *config.Server
+	m           *Manager
+	log         *slog.Logger
+	idle        time.Duration // 0: never stopped for idleness
+	callTimeout time.Duration
 
-	// connMu serialises starting, so concurrent callers that find the
-	// server stopped start it once.
-	connMu sync.Mutex
+	mu        sync.Mutex
+	conn      *conn      // the live connection, nil when down
+	starting  *startCall // the start in progress, if any
+	closed    bool       // removed, or the manager closed: never starts again
+	failed    bool       // down because of a failure rather than a stop
+	lastErr   error
+	idleGen   uint64 // invalidates armed idle timers
+	idleTimer *time.Timer
+	idleAt    time.Time // when the armed idle timer fires
+	started   time.Time
+	lastCall  time.Time
+	starts    int
+	restarts  int
+	fails     int       // consecutive failures; reset by an answered request or a clean stop
+	retryAt   time.Time // no start before this
+}
 
-	mu       sync.Mutex
-	session  *mcp.ClientSession
-	cmd      *exec.Cmd
-	state    State
-	lastErr  error
-	started  time.Time
-	lastCall time.Time
-	restarts int
+// conn is one live session with a server.
+type conn struct {
+	sess     *mcp.ClientSession
+	proc     *process // nil for remote servers
+	inflight int      // requests using it; guarded by Server.mu
+}
+
+// close ends the session and, for a stdio server, its process group.
+func (c *conn) close() {
+	_ = c.sess.Close()
+	if c.proc != nil {
+		c.proc.stop()
+	}
+}
+
+// startCall is a start in progress, shared by every caller that finds the
+// server stopped (singleflight). The new connection is handed to its
+// waiters already counted in flight, so an idle timeout shorter than their
+// wake-up cannot stop it under them.
+type startCall struct {
+	done     chan struct{}
+	waiters  int   // guarded by Server.mu
+	finished bool  // guarded by Server.mu
+	conn     *conn // set with finished, on success
+	err      error
 }
 
 // Name is the server's name.
@@ -193,85 +283,324 @@ func (s *Server) Config() *config.Server { return s.cfg }
 
 // Status is a snapshot of a server's state.
 type Status struct {
-	Name      string    `json:"name"`
-	State     State     `json:"state"`
+	Name      string `json:"name"`
+	State     State  `json:"state"`
+	Transport string `json:"transport"`
+	Lazy      bool   `json:"lazy,omitempty"`
+	// Starting is true while a start is in progress.
+	Starting bool `json:"starting,omitempty"`
+	InFlight int  `json:"in_flight"`
+	// PID of a running stdio server's process (and process group).
+	PID       int       `json:"pid,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 	Started   time.Time `json:"started,omitzero"`
 	LastCall  time.Time `json:"last_call,omitzero"`
-	Restarts  int       `json:"restarts"`
+	// IdleStopAt is when an idle server will be stopped.
+	IdleStopAt time.Time `json:"idle_stop_at,omitzero"`
+	// NextAttempt is, for a failed server in backoff, the earliest time it
+	// will be started again.
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+	// Starts counts successful starts; Restarts those that followed a
+	// failure (a crash or a failed start).
+	Starts              int     `json:"starts"`
+	Restarts            int     `json:"restarts"`
+	ConsecutiveFailures int     `json:"consecutive_failures,omitempty"`
+	IdleTimeout         float64 `json:"idle_timeout"` // seconds; 0: never
+	CallTimeout         float64 `json:"call_timeout"` // seconds
 }
 
 // Status returns a snapshot of the server's state.
 func (s *Server) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Name: s.cfg.Name, State: s.state, Started: s.started, LastCall: s.lastCall, Restarts: s.restarts}
+	st := Status{
+		Name: s.cfg.Name, Transport: s.cfg.Transport, Lazy: s.cfg.Lazy,
+		Starting: s.starting != nil, Started: s.started, LastCall: s.lastCall,
+		Starts: s.starts, Restarts: s.restarts, ConsecutiveFailures: s.fails,
+		IdleTimeout: s.idle.Seconds(), CallTimeout: s.callTimeout.Seconds(),
+	}
+	switch c := s.conn; {
+	case c != nil && c.inflight > 0:
+		st.State, st.InFlight = StateRunning, c.inflight
+	case c != nil:
+		st.State, st.IdleStopAt = StateIdle, s.idleAt
+	case s.failed:
+		st.State = StateFailed
+		if time.Now().Before(s.retryAt) {
+			st.NextAttempt = s.retryAt
+		}
+	default:
+		st.State = StateStopped
+	}
+	if c := s.conn; c != nil && c.proc != nil {
+		st.PID = c.proc.pid()
+	}
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}
 	return st
 }
 
-// Session returns the live client session, starting the server if needed.
-func (s *Server) Session(ctx context.Context) (*mcp.ClientSession, error) {
-	s.mu.Lock()
-	if sess := s.session; sess != nil {
-		s.mu.Unlock()
-		return sess, nil
-	}
-	s.mu.Unlock()
+// BackoffError refuses a call to a server that keeps failing, until its
+// next attempt is due.
+type BackoffError struct {
+	Server   string
+	Failures int
+	Next     time.Time
+	Last     error
+}
 
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
-	s.mu.Lock()
-	if sess := s.session; sess != nil {
-		s.mu.Unlock()
-		return sess, nil
-	}
-	restart := !s.started.IsZero()
-	s.mu.Unlock()
+func (e *BackoffError) Error() string {
+	wait := time.Until(e.Next).Round(time.Millisecond)
+	return fmt.Sprintf("server %q failed %d times in a row and is not restarted before %s (in %s); last error: %v",
+		e.Server, e.Failures, e.Next.Format("15:04:05.000"), wait, e.Last)
+}
 
-	cctx, cancel := context.WithTimeout(ctx, s.m.opts.ConnectTimeout)
-	defer cancel()
-	sess, cmd, err := s.connect(cctx)
+func (e *BackoffError) Unwrap() error { return e.Last }
+
+// backoff is the wait before the next start after n consecutive failures.
+func backoff(n int) time.Duration {
+	if n < 2 {
+		return 0
+	}
+	d := BackoffMin
+	for i := 2; i < n && d < BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, BackoffMax)
+}
+
+// acquire returns the live connection, starting the server if it is down,
+// and counts the caller as in flight until release.
+func (s *Server) acquire(ctx context.Context) (*conn, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("server %q: %w", s.cfg.Name, ErrClosed)
+		}
+		if c := s.conn; c != nil {
+			c.inflight++
+			s.disarmIdle()
+			s.mu.Unlock()
+			return c, nil
+		}
+		sc := s.starting
+		if sc == nil {
+			if now := time.Now(); now.Before(s.retryAt) {
+				err := &BackoffError{Server: s.cfg.Name, Failures: s.fails, Next: s.retryAt, Last: s.lastErr}
+				s.mu.Unlock()
+				return nil, err
+			}
+			sc = &startCall{done: make(chan struct{})}
+			s.starting = sc
+			s.m.bg.Add(1)
+			go s.start(sc)
+		}
+		sc.waiters++
+		s.mu.Unlock()
+		select {
+		case <-sc.done:
+			if sc.err != nil {
+				return nil, sc.err
+			}
+			return sc.conn, nil // counted in flight by start
+		case <-ctx.Done():
+			s.mu.Lock()
+			if !sc.finished {
+				sc.waiters--
+				s.mu.Unlock()
+			} else {
+				s.mu.Unlock()
+				if sc.conn != nil {
+					s.release(sc.conn, false, false)
+				}
+			}
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// release ends a request that acquire counted. ok says the server answered
+// it, which proves it works and clears its failure count.
+func (s *Server) release(c *conn, call, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
-		s.state = StateFailed
-		s.lastErr = err
-		return nil, err
+	c.inflight--
+	if call {
+		s.lastCall = time.Now()
 	}
-	s.session, s.cmd = sess, cmd
-	s.state, s.lastErr, s.started = StateRunning, nil, time.Now()
-	if restart {
+	if ok {
+		s.fails = 0
+	}
+	if c.inflight == 0 && s.conn == c {
+		s.armIdle()
+	}
+}
+
+// armIdle (s.mu held) schedules the idle stop of the current connection.
+func (s *Server) armIdle() {
+	s.disarmIdle()
+	if s.idle <= 0 {
+		return
+	}
+	gen := s.idleGen
+	s.idleAt = time.Now().Add(s.idle)
+	s.idleTimer = time.AfterFunc(s.idle, func() { s.idleExpired(gen) })
+}
+
+// disarmIdle (s.mu held) cancels any armed idle stop.
+func (s *Server) disarmIdle() {
+	s.idleGen++
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+	s.idleAt = time.Time{}
+}
+
+func (s *Server) idleExpired(gen uint64) {
+	s.mu.Lock()
+	c := s.conn
+	if gen != s.idleGen || c == nil || c.inflight > 0 || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.conn = nil
+	s.fails = 0
+	s.idleTimer, s.idleAt = nil, time.Time{}
+	s.m.bg.Add(1)
+	s.mu.Unlock()
+	defer s.m.bg.Done()
+	s.log.Info("stopping idle upstream; it starts again on the next call", "idle_timeout", s.idle)
+	c.close()
+}
+
+// start connects the server for a startCall; it runs on its own goroutine
+// so a caller that gives up does not abort the start for the others.
+func (s *Server) start(sc *startCall) {
+	defer s.m.bg.Done()
+	ctx, cancel := context.WithTimeout(s.m.ctx, s.m.opts.ConnectTimeout)
+	defer cancel()
+	c, err := s.connect(ctx)
+	s.mu.Lock()
+	s.starting = nil
+	sc.finished = true
+	switch {
+	case err == nil && s.closed:
+		s.mu.Unlock()
+		c.close()
+		sc.err = fmt.Errorf("server %q: %w", s.cfg.Name, ErrClosed)
+		close(sc.done)
+		return
+	case err != nil:
+		if ctx.Err() != nil && s.m.ctx.Err() == nil {
+			err = fmt.Errorf("%w (no handshake within %s)", err, s.m.opts.ConnectTimeout)
+		}
+		err = fmt.Errorf("server %q: %w", s.cfg.Name, err)
+		s.fail(err)
+		s.mu.Unlock()
+		s.log.Warn("upstream failed to start", "error", err, "consecutive_failures", s.fails)
+		sc.err = err
+		close(sc.done)
+		return
+	}
+	s.conn = c
+	s.starts++
+	if s.failed {
 		s.restarts++
 	}
-	go s.watch(sess, cmd)
-	return sess, nil
-}
-
-// watch marks the server down when its session ends, so the next call
-// reconnects.
-func (s *Server) watch(sess *mcp.ClientSession, cmd *exec.Cmd) {
-	err := sess.Wait()
-	s.mu.Lock()
-	current := s.session == sess
-	if current {
-		s.session, s.cmd = nil, nil
-		s.state = StateFailed
-		if err == nil {
-			err = errors.New("connection closed by the server")
-		}
-		s.lastErr = err
+	s.failed = false
+	s.started = time.Now()
+	sc.conn, c.inflight = c, sc.waiters
+	if c.inflight == 0 {
+		s.armIdle()
+	}
+	starts := s.starts
+	s.m.bg.Add(1)
+	go s.watch(c)
+	if f := s.m.opts.OnStarted; f != nil {
+		s.m.bg.Add(1)
+		go func() { defer s.m.bg.Done(); f(s.cfg.Name, starts) }()
 	}
 	s.mu.Unlock()
-	if current {
-		s.log.Warn("upstream disconnected; it restarts on next use", "error", err)
-		killGroup(cmd)
+	attrs := []any{"starts", starts}
+	if c.proc != nil {
+		attrs = append(attrs, "pid", c.proc.pid())
+	}
+	s.log.Info("upstream started", attrs...)
+	close(sc.done)
+}
+
+// fail (s.mu held) records a failure and schedules the earliest next start.
+func (s *Server) fail(err error) {
+	s.failed = true
+	s.lastErr = err
+	s.fails++
+	s.retryAt = time.Now().Add(backoff(s.fails))
+}
+
+// watch waits for a connection to end. If it was still the current one,
+// the server exited or dropped it: mark it failed so the next call starts
+// it again. Either way, make sure its process group is gone.
+func (s *Server) watch(c *conn) {
+	defer s.m.bg.Done()
+	var err error
+	if c.proc == nil {
+		err = c.sess.Wait()
+	} else {
+		ended := make(chan error, 1)
+		go func() { ended <- c.sess.Wait() }()
+		select {
+		case err = <-ended:
+		case <-c.proc.exited:
+			err = fmt.Errorf("the process ended with %s", c.proc.exitDescription())
+			s.lost(c, err)
+			// Its group is gone; a response it wrote before exiting may
+			// still be in the pipe, so let the session drain it, unless
+			// an escaped process holds stdout open.
+			t := time.NewTimer(stopGrace)
+			select {
+			case <-ended:
+			case <-t.C:
+				_ = c.sess.Close()
+				<-ended
+			}
+			t.Stop()
+		}
+	}
+	s.lost(c, err)
+	// Close even a session the server ended: the SDK releases some of its
+	// goroutines (the subscription listener) only on Close.
+	_ = c.sess.Close()
+	if c.proc != nil {
+		c.proc.stop()
 	}
 }
 
-func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, *exec.Cmd, error) {
+// lost marks c down if it is still the server's connection.
+func (s *Server) lost(c *conn, err error) {
+	s.mu.Lock()
+	if s.conn != c {
+		s.mu.Unlock()
+		return
+	}
+	s.conn = nil
+	s.disarmIdle()
+	if err == nil || errors.Is(err, io.EOF) {
+		err = errors.New("the server closed the connection")
+	}
+	s.fail(err)
+	fails, next := s.fails, s.retryAt
+	s.mu.Unlock()
+	attrs := []any{"error", err, "consecutive_failures", fails}
+	if d := time.Until(next); d > 0 {
+		attrs = append(attrs, "next_attempt_in", d.Round(time.Millisecond))
+	}
+	s.log.Warn("upstream disconnected; it restarts on the next call", attrs...)
+}
+
+func (s *Server) connect(ctx context.Context) (*conn, error) {
 	var copts mcp.ClientOptions
 	if f := s.m.opts.ClientOptions; f != nil {
 		copts = f(s.cfg.Name)
@@ -286,236 +615,186 @@ func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, *exec.Cmd, er
 		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate", Version: Version}, &copts)
-	if !s.cfg.IsRemote() {
-		cmd := s.command()
-		sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: stopGrace}, nil)
-		if err != nil {
-			killGroup(cmd)
-			return nil, nil, fmt.Errorf("start %q: %w", s.cfg.Command, err)
+	if f := s.m.opts.ClientMiddleware; f != nil {
+		client.AddReceivingMiddleware(f(s.cfg.Name)...)
+	}
+	if f := s.m.opts.Transport; f != nil {
+		if t := f(s.cfg); t != nil {
+			sess, err := client.Connect(ctx, t, nil)
+			if err != nil {
+				return nil, err
+			}
+			return &conn{sess: sess}, nil
 		}
-		return sess, cmd, nil
+	}
+	if !s.cfg.IsRemote() {
+		p, err := s.startProcess()
+		if err != nil {
+			return nil, fmt.Errorf("start %q: %w", s.cfg.Command, err)
+		}
+		sess, err := client.Connect(ctx, p.transport(), nil)
+		if err != nil {
+			p.stop()
+			return nil, p.startError(fmt.Errorf("start %q: %w", s.cfg.Command, err))
+		}
+		return &conn{sess: sess, proc: p}, nil
 	}
 	hc, err := s.httpClient()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if s.cfg.Transport == config.TransportSSE {
 		sess, err := client.Connect(ctx, &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connect (sse): %w", err)
+			return nil, fmt.Errorf("connect (sse): %w", err)
 		}
-		return sess, nil, nil
+		return &conn{sess: sess}, nil
 	}
 	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: -1}, nil)
 	if err == nil {
-		return sess, nil, nil
+		return &conn{sess: sess}, nil
 	}
 	if ctx.Err() != nil {
-		return nil, nil, fmt.Errorf("connect (streamable http): %w", err)
+		return nil, fmt.Errorf("connect (streamable http): %w", err)
 	}
 	sess, sseErr := client.Connect(ctx, &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, nil)
 	if sseErr != nil {
-		return nil, nil, fmt.Errorf("connect: streamable http: %v; sse fallback: %v", err, sseErr)
+		return nil, fmt.Errorf("connect: streamable http: %v; sse fallback: %v", err, sseErr)
 	}
 	s.log.Info("streamable HTTP failed; connected over legacy SSE", "streamable_error", err)
-	return sess, nil, nil
+	return &conn{sess: sess}, nil
 }
 
-func (s *Server) command() *exec.Cmd {
-	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-	filter := secrets.EnvFilter{Allow: s.cfg.EnvAllow, Deny: s.cfg.EnvDeny}
-	env, stripped := filter.Apply(os.Environ(), s.cfg.Env)
-	cmd.Env = env
-	if len(stripped) > 0 {
-		// Names only: values never reach the log.
-		level := slog.LevelDebug
-		if len(s.cfg.EnvAllow)+len(s.cfg.EnvDeny) > 0 {
-			level = slog.LevelInfo
-		}
-		s.log.Log(context.Background(), level, "environment variables withheld from the server", "names", strings.Join(stripped, ","))
-	}
-	cmd.Dir = s.cfg.Dir
-	cmd.Stderr = &lineLogger{log: s.log}
-	// Own process group: stopping the server must end what it spawned
-	// (npx → node, shells), not just the direct child.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = stopGrace
-	return cmd
-}
-
-func (s *Server) httpClient() (*http.Client, error) {
-	origin, err := url.Parse(s.cfg.URL)
-	if err != nil {
-		return nil, fmt.Errorf("url: %v", err)
-	}
-	base := s.m.opts.HTTPClient
-	rt := base.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	c := *base
-	t := &headerTransport{base: rt, headers: s.cfg.Headers, scheme: origin.Scheme, host: origin.Host}
-	if f := s.m.opts.Token; f != nil {
-		cfg := s.cfg
-		t.token = func() (string, bool, error) { return f(cfg) }
-	}
-	c.Transport = t
-	return &c, nil
-}
-
-// headerTransport adds configured headers and the bearer token, but only
-// to requests for the server's own origin: a redirect or an endpoint URL
-// pointing elsewhere never carries them. The token is looked up for every
-// request, so a rotated token is used from the next request on.
-type headerTransport struct {
-	base         http.RoundTripper
-	headers      map[string]string
-	token        func() (string, bool, error)
-	scheme, host string
-}
-
-func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !strings.EqualFold(r.URL.Scheme, t.scheme) || !strings.EqualFold(r.URL.Host, t.host) {
-		return t.base.RoundTrip(r)
-	}
-	r = r.Clone(r.Context())
-	for k, v := range t.headers {
-		r.Header.Set(k, v)
-	}
-	if t.token != nil {
-		tok, ok, err := t.token()
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			r.Header.Set("Authorization", "Bearer "+tok)
-		}
-	}
-	return t.base.RoundTrip(r)
-}
-
-// ListTools lists every tool of the server, following pagination.
+// ListTools lists every tool of the server, following pagination, starting
+// the server if it is down.
 func (s *Server) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
-	sess, err := s.Session(ctx)
+	c, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return s.listTools(ctx, c)
+}
+
+// ListToolsIfRunning lists the tools only if the server is connected; it
+// never starts it (running false). It is for refreshing the catalogue after
+// a start, which must not keep a server from its idle stop by starting it
+// again.
+func (s *Server) ListToolsIfRunning(ctx context.Context) (tools []*mcp.Tool, running bool, err error) {
+	s.mu.Lock()
+	c := s.conn
+	if c == nil || s.closed {
+		s.mu.Unlock()
+		return nil, false, nil
+	}
+	c.inflight++
+	s.disarmIdle()
+	s.mu.Unlock()
+	tools, err = s.listTools(ctx, c)
+	return tools, true, err
+}
+
+// listTools lists on c, which the caller acquired, and releases it.
+func (s *Server) listTools(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
+	var err error
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
 	var tools []*mcp.Tool
-	for t, err := range sess.Tools(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("list tools: %w", err)
+	for t, lerr := range c.sess.Tools(ctx, nil) {
+		if lerr != nil {
+			err = fmt.Errorf("list tools: %w", lerr)
+			break
 		}
 		tools = append(tools, t)
+	}
+	if err != nil && connBroken(err) {
+		s.lost(c, err)
+	}
+	s.release(c, false, err == nil)
+	if err != nil {
+		return nil, err
 	}
 	return tools, nil
 }
 
-// CallTool calls tool (the upstream's own name) with args.
+// CallTool calls tool (the upstream's own name) with args, starting the
+// server if it is down. The call is cancelled upstream (the SDK sends
+// notifications/cancelled) when ctx ends or the server's call timeout
+// passes.
 func (s *Server) CallTool(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	for attempt := 0; ; attempt++ {
-		sess, err := s.Session(ctx)
+		c, err := s.acquire(ctx)
 		if err != nil {
 			return nil, err
 		}
-		s.mu.Lock()
-		s.lastCall = time.Now()
-		s.mu.Unlock()
-		res, err := s.callOnce(ctx, sess, tool, args)
-		// A session whose connection already broke (the server died, but
-		// watch has not noticed yet) refuses the call before sending it,
-		// so it is safe to drop that session and try once on a fresh one.
-		if err != nil && attempt == 0 && errors.Is(err, mcp.ErrConnectionClosed) && s.dropBroken(sess) {
-			continue
+		res, err := s.callOnce(ctx, c, tool, args)
+		retry := false
+		if err != nil && ctx.Err() == nil && connBroken(err) {
+			s.lost(c, err)
+			// A connection that had already broken (the server died, but
+			// the watcher has not noticed yet) refuses the call before
+			// sending it, so it is safe to try once on a fresh one. A call
+			// that was sent is never repeated: the tool may have acted.
+			if attempt == 0 && errors.Is(err, mcp.ErrConnectionClosed) {
+				retry = true
+			} else {
+				err = fmt.Errorf("server %q exited or closed the connection while the call was in flight (%v)", s.cfg.Name, err)
+			}
 		}
-		return res, err
+		s.release(c, true, err == nil)
+		if !retry {
+			return res, err
+		}
 	}
 }
 
-func (s *Server) callOnce(ctx context.Context, sess *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, error) {
-	cctx, cancel := context.WithTimeout(ctx, s.m.opts.CallTimeout)
+// errCallTimeout is the cause of a call's context when its timeout passed.
+var errCallTimeout = errors.New("call timeout")
+
+func (s *Server) callOnce(ctx context.Context, c *conn, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	cctx, cancel := context.WithTimeoutCause(ctx, s.callTimeout, errCallTimeout)
 	defer cancel()
-	res, err := sess.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := c.sess.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
-		if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, fmt.Errorf("call timed out after %s", s.m.opts.CallTimeout)
+		if ctx.Err() == nil && errors.Is(context.Cause(cctx), errCallTimeout) {
+			return nil, fmt.Errorf("server %q did not answer within %s (its call_timeout); the call was cancelled upstream", s.cfg.Name, s.callTimeout)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("call cancelled by the caller; cancellation sent to server %q: %w", s.cfg.Name, ctx.Err())
 		}
 		return nil, err
 	}
 	return res, nil
 }
 
-// dropBroken forgets sess, whose connection is closing, if it is still the
-// current session, the way watch does when it ends. It reports whether the
-// server may be reconnected (it was not stopped meanwhile).
-func (s *Server) dropBroken(sess *mcp.ClientSession) bool {
+// connBroken reports whether err means the connection is gone, rather than
+// the server answering with an error.
+func connBroken(err error) bool {
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed)
+}
+
+// Stop ends the server's session and, for stdio servers, its process
+// group: close stdin, wait; SIGTERM the group, wait; SIGKILL it. A later
+// call starts the server again.
+func (s *Server) Stop() { s.stop(false) }
+
+// stop stops the server; final also keeps it from ever starting again.
+func (s *Server) stop(final bool) {
 	s.mu.Lock()
-	var cmd *exec.Cmd
-	if s.session == sess {
-		cmd = s.cmd
-		s.session, s.cmd = nil, nil
-		s.state = StateFailed
-		s.lastErr = errors.New("connection closed by the server")
+	if final {
+		s.closed = true
 	}
-	retry := s.state != StateStopped
+	sc := s.starting
 	s.mu.Unlock()
-	if cmd != nil {
-		s.log.Warn("upstream disconnected; reconnecting")
-		killGroup(cmd)
+	if sc != nil {
+		<-sc.done // bounded by the connect timeout and the manager's life
 	}
-	return retry
-}
-
-// Stop ends the server's session and, for stdio servers, its process group.
-func (s *Server) Stop() {
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
 	s.mu.Lock()
-	sess, cmd := s.session, s.cmd
-	s.session, s.cmd = nil, nil
-	s.state = StateStopped
+	c := s.conn
+	s.conn = nil
+	s.disarmIdle()
 	s.mu.Unlock()
-	if sess != nil {
-		if err := sess.Close(); err != nil {
-			s.log.Debug("close session", "error", err)
-		}
+	if c != nil {
+		c.close()
 	}
-	killGroup(cmd)
-}
-
-// killGroup ends whatever is left of a stdio server's process group.
-func killGroup(cmd *exec.Cmd) {
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	// The group id is the leader's pid (Setpgid). Signalling a group whose
-	// members are all gone fails with ESRCH, which is the desired end state.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-}
-
-// lineLogger writes a child's stderr to the log a line at a time.
-type lineLogger struct {
-	log *slog.Logger
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (w *lineLogger) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := strings.IndexByte(string(w.buf), '\n')
-		if i < 0 {
-			break
-		}
-		if line := strings.TrimRight(string(w.buf[:i]), "\r"); line != "" {
-			w.log.Info("upstream stderr", "line", line)
-		}
-		w.buf = w.buf[i+1:]
-	}
-	if len(w.buf) > 64*1024 { // a child writing without newlines
-		w.log.Info("upstream stderr", "line", string(w.buf))
-		w.buf = w.buf[:0]
-	}
-	return len(p), nil
 }

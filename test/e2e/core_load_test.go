@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +14,12 @@ func TestLoadMCPServer(t *testing.T) {
 	t.Parallel()
 	remoteURL := startEverythingHTTP(t)
 	// No configured servers: everything the session can reach is loaded.
-	cs, logs := startStdio(t, coreConfig(t, map[string]any{}))
+	// The same server is loaded twice under two names below, which the
+	// (default-on) shadowing protection would rightly block; it has its own
+	// tests (defsec_test.go).
+	cfg := coreConfig(t, map[string]any{})
+	setFilters(t, cfg, map[string]any{"shadowing": false})
+	cs, logs := startStdio(t, cfg)
 
 	if got := search(t, cs, "echo a message back", 5); len(got) != 0 {
 		t.Fatalf("search before any server is loaded = %v, want nothing", got)
@@ -68,4 +75,21 @@ func TestLoadMCPServer(t *testing.T) {
 	}
 	wantOK(t, "gone__echo", callTool(t, cs, "gone__echo", map[string]any{"message": "back"}), "Echo: back")
 	noPanic(t, logs.String())
+}
+
+// setFilters replaces the filters object of the config at path.
+func setFilters(t *testing.T, path string, filters map[string]any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["filters"] = filters
+	if err := os.WriteFile(path, mustJSON(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -213,3 +213,53 @@ func TestKill9LosesNoAcknowledgedEvent(t *testing.T) {
 	}
 	t.Logf("%d calls acknowledged before kill -9, %d recorded", acked, len(evs))
 }
+
+// TestPolicyGenerateReplay locks a config down to what one session did,
+// then replays that session against it (it must pass) and tries another
+// tool (it must be refused).
+func TestPolicyGenerateReplay(t *testing.T) {
+	state := t.TempDir()
+	cfg := runtimeConfig(t, defaultServers(t), nil)
+	session := func(cs *mcp.ClientSession) {
+		search(t, cs, "echo a message back", 5)
+		wantOK(t, "echo", callTool(t, cs, "everything__echo", map[string]any{"message": "one"}))
+		search(t, cs, "list allowed directories", 5)
+		wantOK(t, "list dirs", callTool(t, cs, "filesystem__list_allowed_directories", map[string]any{}))
+	}
+	cs, _ := startStdio(t, cfg, "--state-dir", state)
+	session(cs)
+	wantRefused(t, "unsearched", callTool(t, cs, "memory__read_graph", map[string]any{}))
+	cs.Close()
+
+	var sid string
+	for _, e := range auditEvents(t, state, "--type", "tool_call_intercepted", "--action", "allow") {
+		sid, _ = e["session"].(string)
+	}
+	if sid == "" {
+		t.Fatal("no session in the audit log")
+	}
+	locked := filepath.Join(t.TempDir(), "locked.json")
+	out, err := exec.Command(binPath, "policy", "generate", "--config", cfg, "--state-dir", state, "--session", sid, "--output", locked).CombinedOutput()
+	if err != nil {
+		t.Fatalf("policy generate: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(locked)
+	for _, want := range []string{`"everything__echo"`, `"filesystem__list_allowed_directories"`, `"version_pinning"`, `"cross_server"`, `"memory__read_graph"`} {
+		if !strings.Contains(string(data), want) {
+			t.Fatalf("generated policy lacks %s:\n%s", want, data)
+		}
+	}
+
+	// Replay against the locked config (copied beside the sandbox paths it
+	// refers to, which are absolute).
+	cs, _ = startStdio(t, locked, "--state-dir", t.TempDir())
+	session(cs)
+	for _, q := range []string{"echo a message back", "environment variables of the server"} {
+		for _, n := range search(t, cs, q, 10) {
+			if n != "everything__echo" && n != "filesystem__list_allowed_directories" {
+				t.Fatalf("locked policy surfaced %s", n)
+			}
+		}
+	}
+	wantRefused(t, "a tool the session never used", callTool(t, cs, "everything__get-env", map[string]any{}))
+}

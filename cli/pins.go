@@ -1,0 +1,333 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/toolgate/toolgate/extensions/pin"
+)
+
+const pinsUsage = `Usage:
+  toolgate pins list  [--json]                          every pin and its status
+  toolgate pins diff  --server S --tool T               pinned definition against the one last seen
+  toolgate pins trust --server S --tool T [--hash H]    accept the definition last seen (or exactly H)
+  toolgate pins reset --server S --tool T               forget the pin; the next sight pins anew
+  toolgate pins trust|reset --server S --binary         the same for a stdio server's executable
+
+Pins live in pins.json in the state directory; a running gateway picks up
+changes on its next call.
+
+Flags:
+`
+
+// runPins implements `toolgate pins list|diff|trust|reset`.
+func runPins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprint(stdout, pinsUsage)
+			return nil
+		}
+		fmt.Fprint(stderr, pinsUsage)
+		return usageError{errors.New("want a subcommand: list, diff, trust or reset")}
+	}
+	sub, args := args[0], args[1:]
+	fs := newFlagSet("pins "+sub, stderr)
+	stateFlag := fs.String("state-dir", "", "state directory (default ~/.local/state/toolgate)")
+	asJSON, server, tool, hash, binary := new(bool), new(string), new(string), new(string), new(bool)
+	switch sub {
+	case "list":
+		fs.BoolVar(asJSON, "json", false, "print JSON")
+	case "diff", "trust", "reset":
+		fs.StringVar(server, "server", "", "server name")
+		fs.StringVar(tool, "tool", "", "tool name (as the server names it)")
+		if sub != "diff" {
+			fs.BoolVar(binary, "binary", false, "the server's executable (pin_binary) instead of a tool")
+		}
+		if sub == "trust" {
+			fs.StringVar(hash, "hash", "", "pin exactly this definition hash (hex SHA-256, optionally sha256:)")
+		}
+	default:
+		fmt.Fprint(stderr, pinsUsage)
+		return usageError{fmt.Errorf("unknown subcommand %q (want list, diff, trust or reset)", sub)}
+	}
+	fs.Usage = func() { fmt.Fprint(stderr, pinsUsage); fs.PrintDefaults() }
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if sub != "list" {
+		if *server == "" {
+			return usageError{errors.New("--server is required")}
+		}
+		if *binary && *tool != "" {
+			return usageError{errors.New("give --tool or --binary, not both")}
+		}
+		if !*binary && *tool == "" {
+			return usageError{errors.New("--tool is required")}
+		}
+		if *binary && *hash != "" {
+			return usageError{errors.New("--hash applies to tools only")}
+		}
+	}
+	dir, err := resolveStateDir(*stateFlag)
+	if err != nil {
+		return err
+	}
+	st := pin.NewStore(dir)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	switch sub {
+	case "list":
+		return pinsList(st, *asJSON, stdout)
+	case "diff":
+		return pinsDiff(st, *server, *tool, stdout)
+	case "trust":
+		if *binary {
+			return pinsTrustBinary(st, *server, stdout)
+		}
+		return pinsTrust(st, *server, *tool, *hash, stdout)
+	default:
+		return pinsReset(st, *server, *tool, *binary, stdout)
+	}
+}
+
+// pinListing is `pins list --json`.
+type pinListing struct {
+	Path     string         `json:"path"`
+	Tools    []toolListing  `json:"tools"`
+	Binaries []binaryRecord `json:"binaries"`
+}
+
+type toolListing struct {
+	Server       string     `json:"server"`
+	Tool         string     `json:"tool"`
+	Status       string     `json:"status"`
+	Hash         string     `json:"hash,omitempty"`
+	PinnedAt     *time.Time `json:"pinned_at,omitempty"`
+	ObservedHash string     `json:"observed_hash,omitempty"`
+	ObservedAt   *time.Time `json:"observed_at,omitempty"`
+}
+
+type binaryRecord struct {
+	Server       string     `json:"server"`
+	Status       string     `json:"status"`
+	Command      string     `json:"command,omitempty"`
+	Path         string     `json:"path,omitempty"`
+	Hash         string     `json:"hash,omitempty"`
+	PinnedAt     *time.Time `json:"pinned_at,omitempty"`
+	ObservedPath string     `json:"observed_path,omitempty"`
+	ObservedHash string     `json:"observed_hash,omitempty"`
+}
+
+func pinsList(st *pin.Store, asJSON bool, w io.Writer) error {
+	f, err := st.Read()
+	if err != nil {
+		return err
+	}
+	out := pinListing{Path: st.Path(), Tools: []toolListing{}, Binaries: []binaryRecord{}}
+	for _, e := range f.ToolEntries() {
+		l := toolListing{Server: e.Server, Tool: e.Tool, Status: e.Status(), Hash: e.Hash, PinnedAt: e.PinnedAt}
+		if e.Observed != nil {
+			l.ObservedHash, l.ObservedAt = e.Observed.Hash, &e.Observed.SeenAt
+		}
+		out.Tools = append(out.Tools, l)
+	}
+	servers := make([]string, 0, len(f.Binaries))
+	for s := range f.Binaries {
+		servers = append(servers, s)
+	}
+	sort.Strings(servers)
+	for _, s := range servers {
+		b := f.Binaries[s]
+		r := binaryRecord{Server: s, Status: b.Status(), Command: b.Command, Path: b.Path, Hash: b.Hash, PinnedAt: b.PinnedAt}
+		if b.Observed != nil {
+			r.ObservedPath, r.ObservedHash = b.Observed.Path, b.Observed.Hash
+		}
+		out.Binaries = append(out.Binaries, r)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if len(out.Tools) == 0 && len(out.Binaries) == 0 {
+		fmt.Fprintf(w, "no pins in %s\n", st.Path())
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tTOOL\tSTATUS\tPINNED\tSEEN\tPINNED AT")
+	for _, l := range out.Tools {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Server, l.Tool, l.Status, short(l.Hash), short(l.ObservedHash), when(l.PinnedAt))
+	}
+	for _, b := range out.Binaries {
+		fmt.Fprintf(tw, "%s\t(binary %s)\t%s\t%s\t%s\t%s\n", b.Server, b.Path, b.Status, short(b.Hash), short(b.ObservedHash), when(b.PinnedAt))
+	}
+	return tw.Flush()
+}
+
+func short(h string) string {
+	if h == "" {
+		return "-"
+	}
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func when(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func lookupTool(f *pin.File, server, tool string) (*pin.ToolPin, error) {
+	p := f.Tool(server, tool)
+	if p == nil {
+		if len(f.Tools[server]) == 0 {
+			return nil, fmt.Errorf("no pins for server %q (is this the gateway's --state-dir?)", server)
+		}
+		return nil, fmt.Errorf("no pin for tool %q of server %q", tool, server)
+	}
+	return p, nil
+}
+
+func pinsDiff(st *pin.Store, server, tool string, w io.Writer) error {
+	f, err := st.Read()
+	if err != nil {
+		return err
+	}
+	p, err := lookupTool(f, server, tool)
+	if err != nil {
+		return err
+	}
+	if p.Observed == nil {
+		if p.Hash == "" {
+			fmt.Fprintf(w, "%s/%s: nothing pinned and nothing seen\n", server, tool)
+			return nil
+		}
+		fmt.Fprintf(w, "%s/%s: no change; the definition last seen is the pinned one (sha256:%s)\n", server, tool, p.Hash)
+		return nil
+	}
+	pinned := "(none)"
+	if p.Hash != "" {
+		pinned = "sha256:" + p.Hash
+	}
+	fmt.Fprintf(w, "--- pinned  %s\n+++ current sha256:%s (seen %s)\n", pinned, p.Observed.Hash, p.Observed.SeenAt.UTC().Format(time.RFC3339))
+	old := pin.Indent(p.Definition)
+	if p.Hash != "" && old == "" {
+		old = "(definition not recorded: pinned by hash)"
+	}
+	_, err = io.WriteString(w, pin.Diff(old, pin.Indent(p.Observed.Definition)))
+	return err
+}
+
+func pinsTrust(st *pin.Store, server, tool, hash string, w io.Writer) error {
+	if hash != "" {
+		h, err := pin.NormalizeHash(hash)
+		if err != nil {
+			return usageError{err}
+		}
+		hash = h
+	}
+	var msg string
+	err := st.Update(func(f *pin.File) (bool, error) {
+		now := time.Now().UTC()
+		p := f.Tool(server, tool)
+		switch {
+		case hash == "" && p == nil:
+			_, err := lookupTool(f, server, tool)
+			return false, err
+		case hash == "" && p.Observed == nil:
+			if p.Hash == "" {
+				return false, fmt.Errorf("nothing seen to trust for %s/%s", server, tool)
+			}
+			msg = fmt.Sprintf("%s/%s: already pinned at sha256:%s; nothing new to trust", server, tool, p.Hash)
+			return false, nil
+		case hash == "" || (p != nil && p.Observed != nil && p.Observed.Hash == hash):
+			p.Hash, p.Definition, p.PinnedAt, p.Observed = p.Observed.Hash, p.Observed.Definition, &now, nil
+			msg = fmt.Sprintf("%s/%s: pinned sha256:%s", server, tool, p.Hash)
+			return true, nil
+		case p != nil && p.Hash == hash:
+			msg = fmt.Sprintf("%s/%s: already pinned at sha256:%s", server, tool, hash)
+			return false, nil
+		default:
+			// A hash the gateway has not seen (e.g. from a reviewed policy):
+			// pin it without a definition.
+			if p == nil {
+				p = &pin.ToolPin{}
+				f.SetTool(server, tool, p)
+			}
+			p.Hash, p.Definition, p.PinnedAt = hash, nil, &now
+			msg = fmt.Sprintf("%s/%s: pinned sha256:%s (not the definition last seen; calls stay blocked until the server serves it)", server, tool, hash)
+			if p.Observed == nil {
+				msg = fmt.Sprintf("%s/%s: pinned sha256:%s", server, tool, hash)
+			}
+			return true, nil
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, msg)
+	return nil
+}
+
+func pinsTrustBinary(st *pin.Store, server string, w io.Writer) error {
+	var msg string
+	err := st.Update(func(f *pin.File) (bool, error) {
+		b := f.Binaries[server]
+		switch {
+		case b == nil:
+			return false, fmt.Errorf("no executable pinned or seen for server %q", server)
+		case b.Observed == nil:
+			msg = fmt.Sprintf("%s: executable already pinned (%s, sha256:%s); nothing new to trust", server, b.Path, b.Hash)
+			return false, nil
+		}
+		now := time.Now().UTC()
+		b.Command, b.Path, b.Hash, b.PinnedAt, b.Observed = b.Observed.Command, b.Observed.Path, b.Observed.Hash, &now, nil
+		msg = fmt.Sprintf("%s: pinned executable %s (sha256:%s)", server, b.Path, b.Hash)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, msg)
+	return nil
+}
+
+func pinsReset(st *pin.Store, server, tool string, binary bool, w io.Writer) error {
+	err := st.Update(func(f *pin.File) (bool, error) {
+		if binary {
+			if _, ok := f.Binaries[server]; !ok {
+				return false, fmt.Errorf("no executable pin for server %q", server)
+			}
+			delete(f.Binaries, server)
+			return true, nil
+		}
+		if _, err := lookupTool(f, server, tool); err != nil {
+			return false, err
+		}
+		return f.DeleteTool(server, tool), nil
+	})
+	if err != nil {
+		return err
+	}
+	if binary {
+		fmt.Fprintf(w, "%s: executable pin removed; with auto_trust_first the next start pins it\n", server)
+	} else {
+		fmt.Fprintf(w, "%s/%s: pin removed; with auto_trust_first the next definition seen is pinned\n", server, tool)
+	}
+	return nil
+}

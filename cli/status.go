@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// DefaultStatusAddr is where `toolgate status` looks without --addr: the
+// address `make run` serves on.
+const DefaultStatusAddr = "127.0.0.1:8787"
+
+// runStatus implements `toolgate status`: read GET /status from a gateway
+// serving HTTP and print each upstream's state.
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", stderr)
+	addr := fs.String("addr", DefaultStatusAddr, "the gateway's --listen address, or its base URL")
+	asJSON := fs.Bool("json", false, "print the gateway's JSON as is")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	st, body, err := fetchStatus(ctx, *addr)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err := stdout.Write(body)
+		return err
+	}
+	fmt.Fprintf(stdout, "toolgate %s, pid %d: %d server(s), %d tool(s)\n\n", st.Version, st.PID, len(st.Servers), st.Tools)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tSTATE\tTOOLS\tIN FLIGHT\tSTARTED\tLAST CALL\tRESTARTS\tLAST ERROR")
+	for _, s := range st.Servers {
+		state := string(s.State)
+		if s.Starting {
+			state += " (starting)"
+		}
+		if !s.NextAttempt.IsZero() {
+			state += ", retry " + ago(st.Time, s.NextAttempt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\n", s.Name, state, s.Tools, s.InFlight,
+			ago(st.Time, s.Started), ago(st.Time, s.LastCall), s.Restarts, firstLine(s.LastError, 70))
+	}
+	return tw.Flush()
+}
+
+// fetchStatus reads GET /status from the gateway at addr (a --listen
+// address or a base URL).
+func fetchStatus(ctx context.Context, addr string) (*gateway.Status, []byte, error) {
+	base := strings.TrimSuffix(addr, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	base = strings.TrimSuffix(base, "/mcp")
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("--addr: %v", err)}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("no gateway answered at %s (is `toolgate serve --listen` running there?): %v", base, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("%s/status: %s: %s", base, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var st gateway.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return nil, nil, fmt.Errorf("%s/status: not a toolgate status: %v", base, err)
+	}
+	return &st, body, nil
+}
+
+// ago renders t relative to now ("3s ago", "in 2s", "-" for never).
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		return "in " + (-d).String()
+	}
+	return d.String() + " ago"
+}

@@ -1,0 +1,287 @@
+// Package pin is the version_pinning extension: it defends against rug
+// pulls, a server that changes a tool's definition after it was trusted.
+// Each tool's definition (name, description, input schema, annotations, in
+// canonical JSON) is hashed when the server's tools are listed and compared
+// with the hash pinned in pins.json in the state directory. A tool seen for
+// the first time is pinned silently (auto_trust_first). A definition that
+// differs from its pin, after a reconnect, a tools/list_changed or a
+// restart of the gateway, is handled per on_change: calls refused with a
+// message naming the tool and both hashes (block), recorded and allowed
+// (alert), or ignored (allow). Pins survive restarts and are managed with
+// `toolgate pins`.
+//
+// With pin_binary the executable of every stdio server is pinned the same
+// way, by the SHA-256 of its content and its absolute path, through
+// ResolveCommand (see its documentation for the hook it needs).
+package pin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/strict"
+	"github.com/toolgate/toolgate/internal/audit"
+)
+
+// Key is the filters config key.
+const Key = "version_pinning"
+
+func init() { extension.Register(Key, New) }
+
+// on_change values.
+const (
+	Block = "block"
+	Alert = "alert"
+	Allow = "allow"
+)
+
+// Config is the version_pinning object.
+type Config struct {
+	// OnChange is block (default), alert or allow.
+	OnChange string `json:"on_change"`
+	// AutoTrustFirst pins a tool's definition silently the first time it
+	// is seen (default true). Off, an unpinned tool is handled like a
+	// changed one until it is trusted with `toolgate pins trust`.
+	AutoTrustFirst *bool `json:"auto_trust_first"`
+	// PinBinary pins the executable of every stdio server (default false).
+	PinBinary bool `json:"pin_binary"`
+	// Pins are trusted definition hashes by qualified name (server__tool),
+	// written into the pin store at startup over what it holds; `toolgate
+	// policy generate` writes them.
+	Pins map[string]string `json:"pins"`
+}
+
+// Pinner is the extension.
+type Pinner struct {
+	extension.Base
+	onChange  string
+	autoTrust bool
+	pinBinary bool
+
+	store *Store
+	pins  map[string]string
+	emit  func(context.Context, extension.Event)
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu     sync.Mutex
+	hashes map[string]map[*mcp.Tool]string // server → its last listed definitions' hashes, by pointer (the catalogue's)
+}
+
+// New decodes the config strictly. Construction has no side effects.
+func New(raw json.RawMessage) (extension.Extension, error) {
+	var cfg Config
+	if err := strict.Decode(raw, &cfg); err != nil {
+		return nil, err
+	}
+	p := &Pinner{onChange: Block, autoTrust: cfg.AutoTrustFirst == nil || *cfg.AutoTrustFirst, pinBinary: cfg.PinBinary, pins: cfg.Pins, now: time.Now, hashes: map[string]map[*mcp.Tool]string{}}
+	for q, h := range cfg.Pins {
+		if server, tool, ok := strings.Cut(q, "__"); !ok || server == "" || tool == "" {
+			return nil, fmt.Errorf("pins: %q is not a qualified tool name (server__tool)", q)
+		}
+		if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+			return nil, fmt.Errorf("pins.%s: %q is not a SHA-256 hex digest", q, h)
+		}
+	}
+	switch cfg.OnChange {
+	case "":
+	case Block, Alert, Allow:
+		p.onChange = cfg.OnChange
+	default:
+		return nil, fmt.Errorf("on_change %q: want \"block\", \"alert\" or \"allow\"", cfg.OnChange)
+	}
+	return p, nil
+}
+
+func (*Pinner) ID() string             { return "dev.toolgate/version_pinning" }
+func (*Pinner) Phase() extension.Phase { return extension.PhaseAuthorize }
+
+// Provision opens the pin store in the state directory and checks it reads.
+func (p *Pinner) Provision(_ context.Context, h extension.Host) error {
+	p.emit, p.log = h.Emit, h.Logger
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if h.StateDir == "" {
+		p.log.Warn("no state directory: pins are kept in memory and do not survive a restart")
+	}
+	p.store = NewStore(h.StateDir)
+	if _, err := p.store.Current(); err != nil {
+		return err
+	}
+	if len(p.pins) == 0 {
+		return nil
+	}
+	now := p.now().UTC()
+	return p.store.Update(func(f *File) (bool, error) {
+		changed := false
+		for q, h := range p.pins {
+			server, tool, _ := strings.Cut(q, "__")
+			if cur := f.Tool(server, tool); cur == nil || cur.Hash != h {
+				f.SetTool(server, tool, &ToolPin{Hash: h, PinnedAt: &now})
+				changed = true
+			}
+		}
+		return changed, nil
+	})
+}
+
+func (p *Pinner) ListFilter() extension.ListFilter { return p.list }
+func (p *Pinner) CallFilter() extension.CallFilter { return p.check }
+
+// Store is the pin store (for tests and tools).
+func (p *Pinner) Store() *Store { return p.store }
+
+// change is one tool whose definition is not its pin, found by list.
+type change struct {
+	tool, status, pinned, now string
+}
+
+// list pins new tools and records definitions that differ from their pins.
+// It never drops a tool: a changed tool stays searchable, so that calling
+// it explains the refusal.
+func (p *Pinner) list(ctx context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
+	hashes := make(map[string]string, len(tools))
+	defs := make(map[string]*mcp.Tool, len(tools))
+	byDef := make(map[*mcp.Tool]string, len(tools))
+	for _, t := range tools {
+		if t == nil || t.Name == "" {
+			continue
+		}
+		h := Hash(t)
+		hashes[t.Name], defs[t.Name], byDef[t] = h, t, h
+	}
+	p.mu.Lock()
+	p.hashes[req.ServerName] = byDef
+	p.mu.Unlock()
+
+	now := p.now().UTC()
+	var changes []change
+	err := p.store.Update(func(f *File) (bool, error) {
+		changes = changes[:0]
+		changed := false
+		for name, h := range hashes {
+			pin := f.Tool(req.ServerName, name)
+			switch {
+			case pin == nil || pin.Hash == "":
+				if p.autoTrust {
+					f.SetTool(req.ServerName, name, &ToolPin{Hash: h, Definition: Canonical(defs[name]), PinnedAt: &now})
+					changed = true
+					continue
+				}
+				if pin == nil {
+					pin = &ToolPin{}
+					f.SetTool(req.ServerName, name, pin)
+					changed = true
+				}
+				if pin.Observed == nil || pin.Observed.Hash != h {
+					pin.Observed = &Observation{Hash: h, Definition: Canonical(defs[name]), SeenAt: now}
+					changes = append(changes, change{name, StatusNotPinned, "", h})
+					changed = true
+				}
+			case pin.Hash == h:
+				if pin.Observed != nil {
+					pin.Observed = nil // back to the trusted definition
+					changed = true
+				}
+			default:
+				if pin.Observed == nil || pin.Observed.Hash != h {
+					pin.Observed = &Observation{Hash: h, Definition: Canonical(defs[name]), SeenAt: now}
+					changes = append(changes, change{name, StatusMismatch, pin.Hash, h})
+					changed = true
+				}
+			}
+		}
+		return changed, nil
+	})
+	if err != nil {
+		// The tools stay listed; calls are checked against the pins read
+		// at call time, and fail closed if those cannot be read.
+		p.log.Error("pins not updated", "server", req.ServerName, "error", err)
+	}
+	if p.onChange == Allow {
+		return tools, nil
+	}
+	for _, c := range changes {
+		p.log.Warn("tool definition differs from its pin", "server", req.ServerName, "tool", c.tool, "status", c.status, "pinned_hash", c.pinned, "new_hash", c.now, "on_change", p.onChange)
+		p.emit(ctx, extension.Event{
+			Type: audit.Detection, Server: req.ServerName, Tool: c.tool, Action: p.onChange, Reason: Key,
+			Fields: map[string]any{
+				"detection_type": "version_pin", "severity": "critical", "status": c.status,
+				"pinned_hash": c.pinned, "new_hash": c.now, "run_time": req.RunTime,
+				"description": describe(req.ServerName, c.tool, c.status),
+			},
+		})
+	}
+	return tools, nil
+}
+
+func describe(server, tool, status string) string {
+	if status == StatusNotPinned {
+		return fmt.Sprintf("tool %q of server %q is not pinned", tool, server)
+	}
+	return fmt.Sprintf("the definition of tool %q of server %q changed since it was pinned", tool, server)
+}
+
+// hashOf returns the hash of a catalogued definition, computed at list time.
+func (p *Pinner) hashOf(server string, d *mcp.Tool) string {
+	p.mu.Lock()
+	h, ok := p.hashes[server][d]
+	p.mu.Unlock()
+	if ok {
+		return h
+	}
+	return Hash(d)
+}
+
+// check refuses (block) a call to a tool whose definition is not its pin.
+func (p *Pinner) check(ctx context.Context, c *extension.CallRequest) error {
+	if p.onChange == Allow || c.Def == nil {
+		return nil
+	}
+	h := p.hashOf(c.ServerName, c.Def)
+	f, err := p.store.Current()
+	if err != nil {
+		return err // fail closed: the pins cannot be read
+	}
+	pin := f.Tool(c.ServerName, c.Tool)
+	switch {
+	case pin != nil && pin.Hash == h:
+		return nil
+	case (pin == nil || pin.Hash == "") && p.autoTrust:
+		// Reset while running (`pins reset`): trust what is served now.
+		now := p.now().UTC()
+		return p.store.Update(func(f *File) (bool, error) {
+			if cur := f.Tool(c.ServerName, c.Tool); cur != nil && cur.Hash != "" {
+				return false, nil
+			}
+			f.SetTool(c.ServerName, c.Tool, &ToolPin{Hash: h, Definition: Canonical(c.Def), PinnedAt: &now})
+			return true, nil
+		})
+	case p.onChange == Alert:
+		return nil
+	}
+	trust := fmt.Sprintf("toolgate pins trust --server %s --tool %s", c.ServerName, c.Tool)
+	if pin == nil || pin.Hash == "" {
+		return &extension.Denial{
+			Rule: Key + ".not_pinned",
+			Reason: fmt.Sprintf("tool %q of server %q has no pinned definition (pinned: none, current: sha256:%s), so it is blocked until the user reviews and pins it (`%s`)",
+				c.Tool, c.ServerName, h, trust),
+			Code: extension.CodePermissionDenied,
+		}
+	}
+	return &extension.Denial{
+		Rule: Key + ".on_change",
+		Reason: fmt.Sprintf("the definition of tool %q of server %q changed since it was pinned (pinned: sha256:%s, current: sha256:%s), so it is blocked; tell the user, who can review the change with `toolgate pins diff --server %s --tool %s` and accept it with `%s`",
+			c.Tool, c.ServerName, pin.Hash, h, c.ServerName, c.Tool, trust),
+		Code: extension.CodePermissionDenied,
+	}
+}

@@ -1,0 +1,257 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/secrets"
+)
+
+// process is a stdio server's child process. It runs in its own process
+// group, so stopping it ends whatever it spawned (npx → node, shells). The
+// gateway holds its stdin and stdout as the MCP connection and reads its
+// stderr into the log a line at a time.
+//
+// Every process is reaped (no zombies): a goroutine waits for the leader
+// from the moment it starts and, once it has exited, kills what is left of
+// its group.
+type process struct {
+	cmd *exec.Cmd
+	log *slog.Logger
+
+	stdin  *os.File // our end of the child's stdin
+	stdout *os.File // our end of the child's stdout
+	stderr *os.File // our end of the child's stderr
+
+	exited     chan struct{} // closed once the leader has been reaped
+	exitErr    error         // why it exited; read after exited is closed
+	stderrDone chan struct{} // closed when the stderr reader has finished
+
+	lastMu   sync.Mutex
+	lastLine string // the child's last stderr line, for start errors
+
+	stopOnce sync.Once
+}
+
+// startProcess runs the server's command with its filtered environment in a
+// new process group.
+func (s *Server) startProcess() (*process, error) {
+	cfg := s.cfg
+	cmd := exec.Command(cfg.Command, cfg.Args...)
+	if f := s.m.opts.ResolveCommand; f != nil {
+		path, err := f(context.Background(), cfg)
+		if err != nil {
+			return nil, err
+		}
+		if path != "" {
+			// Launch exactly the file that was checked, whatever PATH says.
+			cmd.Path, cmd.Err = path, nil
+		}
+	}
+	filter := secrets.EnvFilter{Allow: cfg.EnvAllow, Deny: cfg.EnvDeny}
+	env, stripped := filter.Apply(os.Environ(), cfg.Env)
+	cmd.Env = env
+	if len(stripped) > 0 {
+		// Names only: values never reach the log.
+		level := slog.LevelDebug
+		if len(cfg.EnvAllow)+len(cfg.EnvDeny) > 0 {
+			level = slog.LevelInfo
+		}
+		s.log.Log(context.Background(), level, "environment variables withheld from the server", "names", strings.Join(stripped, ","))
+	}
+	cmd.Dir = cfg.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	// Plain pipes rather than exec's copying goroutines: Wait then returns
+	// as soon as the leader exits, even when a grandchild still holds an
+	// inherited descriptor.
+	var files []*os.File
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, err
+	}
+	// The child has its copies; ours would keep the pipes open forever.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+
+	p := &process{
+		cmd: cmd, log: s.log,
+		stdin: inW, stdout: outR, stderr: errR,
+		exited: make(chan struct{}), stderrDone: make(chan struct{}),
+	}
+	go p.readStderr()
+	go func() {
+		p.exitErr = cmd.Wait()
+		// Whatever the leader left behind in its group goes with it.
+		p.killGroup(syscall.SIGKILL)
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// transport is the MCP connection over the child's stdin and stdout.
+func (p *process) transport() mcp.Transport {
+	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}
+}
+
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+// stop ends the process: close its stdin, wait; SIGTERM the group, wait;
+// SIGKILL the group; then wait for it to be reaped. Calling it again (or
+// concurrently) waits for the first call to finish.
+func (p *process) stop() {
+	p.stopOnce.Do(func() {
+		p.stdin.Close()
+		if !p.waitExit(stopGrace) {
+			p.log.Debug("upstream did not exit after its stdin closed; sending SIGTERM")
+			p.killGroup(syscall.SIGTERM)
+			if !p.waitExit(stopGrace) {
+				p.log.Warn("upstream did not exit after SIGTERM; killing its process group")
+				p.killGroup(syscall.SIGKILL)
+				<-p.exited
+			}
+		}
+		p.stdout.Close()
+		// The group is gone, so nothing holds stderr open unless a
+		// process left the group (setsid); do not wait for it forever.
+		select {
+		case <-p.stderrDone:
+		case <-time.After(stopGrace):
+			p.stderr.Close()
+			<-p.stderrDone
+		}
+	})
+}
+
+func (p *process) waitExit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// killGroup signals the process group. The group id is the leader's pid
+// (Setpgid); a group whose members are all gone answers ESRCH, which is
+// the desired end state.
+func (p *process) killGroup(sig syscall.Signal) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// exitDescription says how the process ended, once it has.
+func (p *process) exitDescription() string {
+	select {
+	case <-p.exited:
+	default:
+		return ""
+	}
+	var ee *exec.ExitError
+	if errors.As(p.exitErr, &ee) {
+		return ee.ProcessState.String() // "exit status 3", "signal: killed"
+	}
+	if p.exitErr != nil {
+		return p.exitErr.Error()
+	}
+	return "exit status 0"
+}
+
+func (p *process) last() string {
+	p.lastMu.Lock()
+	defer p.lastMu.Unlock()
+	return p.lastLine
+}
+
+// readStderr logs the child's stderr a line at a time with the server's
+// name, until every writer of the pipe is gone.
+func (p *process) readStderr() {
+	defer close(p.stderrDone)
+	defer p.stderr.Close()
+	r := bufio.NewReaderSize(p.stderr, 4096)
+	for {
+		line, err := readLine(r, 64*1024)
+		if line = strings.TrimRight(line, "\r\n"); line != "" {
+			p.log.Info("upstream stderr", "line", line)
+			p.lastMu.Lock()
+			p.lastLine = line
+			p.lastMu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readLine reads up to a newline, or max bytes of a child writing without
+// newlines.
+func readLine(r *bufio.Reader, max int) (string, error) {
+	var b strings.Builder
+	for {
+		frag, err := r.ReadSlice('\n')
+		b.Write(frag)
+		if err == bufio.ErrBufferFull && b.Len() < max {
+			continue
+		}
+		if err == bufio.ErrBufferFull {
+			err = nil
+		}
+		return b.String(), err
+	}
+}
+
+// startError describes a start that failed after the process ran: how it
+// exited and the last thing it wrote to stderr, which usually says why.
+func (p *process) startError(err error) error {
+	var extra []string
+	if d := p.exitDescription(); d != "" {
+		extra = append(extra, "the process ended with "+d)
+	}
+	if l := p.last(); l != "" {
+		extra = append(extra, fmt.Sprintf("its last stderr line: %q", l))
+	}
+	if len(extra) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(extra, "; "))
+}
