@@ -11,9 +11,9 @@ import (
 	"testing"
 )
 
-// benchToolsFile holds realistic MCP tool definitions (outside the repo).
-// Override with $TOOLGATE_BENCH_TOOLS.
-const benchToolsFile = "/work/shared/bench/retrieval/tools.jsonl"
+// benchToolsFile holds realistic MCP tool definitions, in shared/ beside
+// the checkout (never copied into it). Override with $TOOLGATE_BENCH_TOOLS.
+const benchToolsFile = "../../../shared/bench/retrieval/tools.jsonl"
 
 // toolTexts returns the texts the gateway embeds per tool:
 // "{server}__{tool}: {description}. Parameters: {param}: {desc}, ...".
