@@ -81,7 +81,8 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 
 	var wire bytes.Buffer // every JSON-RPC message in both directions
 	logs := &syncBuffer{}
-	cmd := exec.Command(binPath, "serve", "--config", cfg, "--state-dir", t.TempDir(), "--log-level", "debug")
+	state := t.TempDir()
+	cmd := exec.Command(binPath, "serve", "--config", cfg, "--state-dir", state, "--log-level", "debug")
 	cmd.Env = append(os.Environ(), "TG_CANARY_API_TOKEN="+procCanary, "TG_PLAIN_CANARY="+procCanary)
 	cmd.Stderr = logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -139,6 +140,29 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=DEBUG") {
 		t.Fatal("the log was not at debug level; the check proves nothing")
+	}
+	// Nothing the gateway persisted (audit log and its events, pins,
+	// catalogue cache, embedding cache, gate key) holds a canary either.
+	persisted := 0
+	filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		persisted++
+		for _, c := range []string{tokCanary, dotCanary, procCanary} {
+			if strings.Contains(string(data), c) {
+				t.Errorf("canary %s persisted in %s", c[:16], p)
+			}
+		}
+		return nil
+	})
+	audit, err := os.ReadFile(filepath.Join(state, "audit.jsonl"))
+	if err != nil || !strings.Contains(string(audit), "tool_call_intercepted") || persisted < 2 {
+		t.Fatalf("the audit log was not written (%v, %d files); the check proves nothing", err, persisted)
 	}
 }
 
