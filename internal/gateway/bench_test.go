@@ -87,3 +87,65 @@ func BenchmarkCallToolDirect(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCallToolInMemory measures the gateway's own cost per call: client,
+// gateway and upstream talk over in-memory transports, so no syscall or
+// process boundary is counted. Compare with BenchmarkCallToolInMemoryDirect.
+func BenchmarkCallToolInMemory(b *testing.B) {
+	ctx := context.Background()
+	up := echoServer()
+	cfg := &config.Config{Servers: map[string]*config.Server{"up": {Name: "up", Command: "in-memory", Transport: config.TransportStdio}},
+		Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
+	g, err := New(ctx, Options{Config: cfg, StateDir: b.TempDir(), UpstreamTransport: func(*config.Server) mcp.Transport {
+		ct, st := mcp.NewInMemoryTransports()
+		go up.Run(ctx, st)
+		return ct
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	ct, st := mcp.NewInMemoryTransports()
+	g.Connect(ctx, st)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "b", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}}); err != nil || res.IsError {
+		b.Fatal(err, res)
+	}
+	p := &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": "hi"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+}
+
+func BenchmarkCallToolInMemoryDirect(b *testing.B) {
+	ctx := context.Background()
+	ct, st := mcp.NewInMemoryTransports()
+	go echoServer().Run(ctx, st)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "b", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+}
+
+func echoServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes back the message"}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Message}}}, nil, nil
+	})
+	return s
+}

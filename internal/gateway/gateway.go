@@ -52,6 +52,10 @@ type Options struct {
 	Tokens *secrets.Tokens
 	// Redactor masks known secrets in everything sent to the client.
 	Redactor *secrets.Redactor
+	// UpstreamTransport, if set and it returns a transport, reaches a
+	// server through it instead of its command or URL (tests, benchmarks,
+	// programs embedding servers in process).
+	UpstreamTransport func(cfg *config.Server) mcp.Transport
 }
 
 // Gateway is a running toolgate instance.
@@ -145,6 +149,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		CallTimeout:    opts.CallTimeout,
 		Token:          g.token,
 		ResolveCommand: g.resolveCommand,
+		Transport:      opts.UpstreamTransport,
 	}
 	if m := opts.Config.Mode; m == config.ModePassthrough || m == config.ModeHybrid {
 		g.pt = newPassthrough(g, opts.Config)
