@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/readme"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 	pb "github.com/toolgate/toolgate/proto/extmcp"
 )
 
@@ -125,17 +125,4 @@ func TestDenialMapping(t *testing.T) {
 	}
 }
 
-func TestReadmeExamples(t *testing.T) {
-	examples, err := readme.Examples("README.md", Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(examples) < 2 {
-		t.Fatalf("README.md has %d guardrails examples, want at least 2", len(examples))
-	}
-	for i, raw := range examples {
-		if _, err := New(raw); err != nil {
-			t.Errorf("example %d: %v", i, err)
-		}
-	}
-}
+func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }

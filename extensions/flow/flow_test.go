@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/readme"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 )
 
 func newFlow(t *testing.T, cfg string) (*Flow, *time.Time, *[]extension.Event) {
@@ -138,17 +138,4 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-func TestReadmeExamples(t *testing.T) {
-	ex, err := readme.Examples("README.md", Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ex) == 0 {
-		t.Fatal("README.md has no JSON example")
-	}
-	for i, raw := range ex {
-		if _, err := New(raw); err != nil {
-			t.Errorf("example %d: %v\n%s", i+1, err, raw)
-		}
-	}
-}
+func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/readme"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 )
 
 func TestConfigErrors(t *testing.T) {
@@ -112,17 +112,4 @@ func TestRegistered(t *testing.T) {
 	}
 }
 
-func TestReadmeExamples(t *testing.T) {
-	ex, err := readme.Examples("README.md", Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ex) == 0 {
-		t.Fatal("README.md has no JSON example of filters.load_control")
-	}
-	for i, raw := range ex {
-		if _, err := New(raw); err != nil {
-			t.Errorf("example %d: %v\n%s", i+1, err, raw)
-		}
-	}
-}
+func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }

@@ -12,28 +12,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/readme"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 	"github.com/toolgate/toolgate/internal/catalog"
 )
 
-type recorder struct {
-	mu     sync.Mutex
-	events []extension.Event
-}
-
-func (r *recorder) emit(_ context.Context, e extension.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) take() []extension.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev := r.events
-	r.events = nil
-	return ev
-}
+type recorder = exttest.Recorder
 
 func newPinner(t *testing.T, raw, dir string) (*Pinner, *recorder) {
 	t.Helper()
@@ -42,7 +25,7 @@ func newPinner(t *testing.T, raw, dir string) (*Pinner, *recorder) {
 		t.Fatalf("New(%s): %v", raw, err)
 	}
 	rec := &recorder{}
-	if err := e.Provision(context.Background(), extension.Host{Emit: rec.emit, StateDir: dir}); err != nil {
+	if err := e.Provision(context.Background(), extension.Host{Emit: rec.Emit, StateDir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	return e.(*Pinner), rec
@@ -101,10 +84,10 @@ func TestOnChange(t *testing.T) {
 		t.Run(tt.config, func(t *testing.T) {
 			p, rec := newPinner(t, tt.config, t.TempDir())
 			wantErr(t, "first sight", serve(t, p, v1), tt.first)
-			if tt.first != "" && len(rec.take()) != 1 {
+			if tt.first != "" && len(rec.Take()) != 1 {
 				t.Fatal("unpinned tool not reported")
 			}
-			rec.take()
+			rec.Take()
 			err := serve(t, p, v2)
 			wantErr(t, "after the change", err, tt.changed)
 			if err != nil {
@@ -113,7 +96,7 @@ func TestOnChange(t *testing.T) {
 					t.Fatalf("denial %v does not name the tool and server", err)
 				}
 			}
-			ev := rec.take()
+			ev := rec.Take()
 			if len(ev) != tt.events {
 				t.Fatalf("events after the change: %+v, want %d", ev, tt.events)
 			}
@@ -128,7 +111,7 @@ func TestOnChange(t *testing.T) {
 			}
 			// Listing the same change again is not a new event.
 			serve(t, p, v2)
-			if ev := rec.take(); len(ev) != 0 {
+			if ev := rec.Take(); len(ev) != 0 {
 				t.Fatalf("relisting re-reported: %+v", ev)
 			}
 		})
@@ -238,7 +221,7 @@ func TestBinary(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), h1) || !strings.Contains(err.Error(), h2) {
 		t.Fatalf("replaced executable: %v", err)
 	}
-	ev := rec.take()
+	ev := rec.Take()
 	if len(ev) != 1 || ev[0].Type != "server_binary_mismatch" || ev[0].Fields["expected_hash"] != h1 || ev[0].Fields["actual_hash"] != h2 || ev[0].Fields["binary_path"] != exe {
 		t.Fatalf("events %+v", ev)
 	}
@@ -251,7 +234,7 @@ func TestBinary(t *testing.T) {
 	if got, err := pa.ResolveCommand(ctx, "s", "srv-link", ""); err != nil || got != exe {
 		t.Fatalf("alert: %q, %v", got, err)
 	}
-	if ev := rec.take(); len(ev) != 1 || ev[0].Action != "alert" {
+	if ev := rec.Take(); len(ev) != 1 || ev[0].Action != "alert" {
 		t.Fatalf("alert events %+v", ev)
 	}
 	// A relative command resolves against the server's folder.
@@ -299,20 +282,7 @@ func TestNormalizeHash(t *testing.T) {
 	}
 }
 
-func TestReadmeExamples(t *testing.T) {
-	ex, err := readme.Examples("README.md", Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ex) == 0 {
-		t.Fatal("README.md has no JSON example of filters.version_pinning")
-	}
-	for i, raw := range ex {
-		if _, err := New(raw); err != nil {
-			t.Errorf("example %d: %v\n%s", i+1, err, raw)
-		}
-	}
-}
+func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }
 
 // TestConcurrentStores updates one pin file from two stores (two
 // processes) at once: no update is lost.

@@ -11,27 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/readme"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 )
 
-type recorder struct {
-	mu     sync.Mutex
-	events []extension.Event
-}
-
-func (r *recorder) emit(_ context.Context, e extension.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) take() []extension.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev := r.events
-	r.events = nil
-	return ev
-}
+type recorder = exttest.Recorder
 
 func newPoison(t *testing.T, raw string) (*Poison, *recorder) {
 	t.Helper()
@@ -40,7 +23,7 @@ func newPoison(t *testing.T, raw string) (*Poison, *recorder) {
 		t.Fatalf("New(%s): %v", raw, err)
 	}
 	rec := &recorder{}
-	if err := e.Provision(context.Background(), extension.Host{Emit: rec.emit}); err != nil {
+	if err := e.Provision(context.Background(), extension.Host{Emit: rec.Emit}); err != nil {
 		t.Fatal(err)
 	}
 	return e.(*Poison), rec
@@ -110,7 +93,7 @@ func TestActions(t *testing.T) {
 			if want := tt.kept; slices.Contains(got, "summarise") != want || !slices.Contains(got, "other") {
 				t.Fatalf("kept %v, want summarise kept=%v", got, want)
 			}
-			ev := rec.take()
+			ev := rec.Take()
 			if tt.action == "" {
 				if len(ev) != 0 {
 					t.Fatalf("events %+v", ev)
@@ -138,7 +121,7 @@ func TestActions(t *testing.T) {
 			// Relisting the same definition is not reported again; a new
 			// definition is rescanned.
 			list(t, p, "repo", &mcp.Tool{Name: "summarise", Description: tt.desc, InputSchema: tt.schema})
-			if ev := rec.take(); len(ev) != 0 {
+			if ev := rec.Take(); len(ev) != 0 {
 				t.Fatalf("relist re-reported %+v", ev)
 			}
 			if got := list(t, p, "repo", &mcp.Tool{Name: "summarise", Description: clean}); !slices.Contains(got, "summarise") {
@@ -155,20 +138,7 @@ func TestDetectorConfig(t *testing.T) {
 	}
 }
 
-func TestReadmeExamples(t *testing.T) {
-	ex, err := readme.Examples("README.md", Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ex) == 0 {
-		t.Fatal("README.md has no JSON example of filters.tool_poisoning")
-	}
-	for i, raw := range ex {
-		if _, err := New(raw); err != nil {
-			t.Errorf("example %d: %v\n%s", i+1, err, raw)
-		}
-	}
-}
+func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }
 
 func TestConcurrent(t *testing.T) {
 	p, _ := newPoison(t, `{}`)

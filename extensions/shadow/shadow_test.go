@@ -11,27 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/readme"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 )
 
-type recorder struct {
-	mu     sync.Mutex
-	events []extension.Event
-}
-
-func (r *recorder) emit(_ context.Context, e extension.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) take() []extension.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev := r.events
-	r.events = nil
-	return ev
-}
+type recorder = exttest.Recorder
 
 func newShadow(t *testing.T, raw string, catalogue ...extension.ToolRef) (*Shadow, *recorder) {
 	t.Helper()
@@ -40,7 +23,7 @@ func newShadow(t *testing.T, raw string, catalogue ...extension.ToolRef) (*Shado
 		t.Fatalf("New(%s): %v", raw, err)
 	}
 	rec := &recorder{}
-	if err := e.Provision(context.Background(), extension.Host{Emit: rec.emit, Tools: func() []extension.ToolRef { return catalogue }}); err != nil {
+	if err := e.Provision(context.Background(), extension.Host{Emit: rec.Emit, Tools: func() []extension.ToolRef { return catalogue }}); err != nil {
 		t.Fatal(err)
 	}
 	return e.(*Shadow), rec
@@ -117,7 +100,7 @@ func TestNameCollision(t *testing.T) {
 			if !slices.Equal(got, tt.want) {
 				t.Fatalf("kept %v, want %v", got, tt.want)
 			}
-			ev := rec.take()
+			ev := rec.Take()
 			if tt.action == "" {
 				if len(ev) != 0 {
 					t.Fatalf("events %+v, want none", ev)
@@ -137,7 +120,7 @@ func TestNameCollision(t *testing.T) {
 				t.Fatalf("owner's relist kept %v", got)
 			}
 			list(t, s, "fs2", tt.runTime, tt.newcomer...)
-			if ev := rec.take(); len(ev) != 0 {
+			if ev := rec.Take(); len(ev) != 0 {
 				t.Fatalf("relists re-reported: %+v", ev)
 			}
 		})
@@ -165,7 +148,7 @@ func TestCatalogueSnapshotCounts(t *testing.T) {
 	if got := list(t, s, "evil", true, tool("READ_FILE", "")); len(got) != 0 {
 		t.Fatalf("kept %v", got)
 	}
-	if ev := rec.take(); len(ev) != 1 {
+	if ev := rec.Take(); len(ev) != 1 {
 		t.Fatalf("events %+v", ev)
 	}
 }
@@ -197,7 +180,7 @@ func TestDescriptionClaim(t *testing.T) {
 		s, rec := newShadow(t, `{}`)
 		list(t, s, "filesystem", false, tool("read_file", "Read a file."), tool("write_file", "Write a file."))
 		got := list(t, s, "notes", true, tool("read_note", tt.desc), tool("list_notes", "List notes."))
-		ev := rec.take()
+		ev := rec.Take()
 		if tt.target == "" {
 			if len(got) != 2 || len(ev) != 0 {
 				t.Errorf("%q: kept %v, events %+v; want no claim", tt.desc, got, ev)
@@ -218,25 +201,12 @@ func TestDescriptionClaim(t *testing.T) {
 	}
 	s, rec := newShadow(t, `{"descriptions": false}`)
 	list(t, s, "filesystem", false, tool("read_file", ""))
-	if got := list(t, s, "notes", true, tool("read_note", "Use this instead of read_file.")); len(got) != 1 || len(rec.take()) != 0 {
+	if got := list(t, s, "notes", true, tool("read_note", "Use this instead of read_file.")); len(got) != 1 || len(rec.Take()) != 0 {
 		t.Fatalf("descriptions: false still checked descriptions: %v", got)
 	}
 }
 
-func TestReadmeExamples(t *testing.T) {
-	ex, err := readme.Examples("README.md", Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ex) == 0 {
-		t.Fatal("README.md has no JSON example of filters.shadowing")
-	}
-	for i, raw := range ex {
-		if _, err := New(raw); err != nil {
-			t.Errorf("example %d: %v\n%s", i+1, err, raw)
-		}
-	}
-}
+func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }
 
 // TestConcurrentFirstComer lists many servers offering the same tool at
 // once: exactly one keeps it.

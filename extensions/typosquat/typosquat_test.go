@@ -11,25 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/readme"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 )
 
-type recorder struct {
-	mu     sync.Mutex
-	events []extension.Event
-}
-
-func (r *recorder) emit(_ context.Context, e extension.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) all() []extension.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]extension.Event(nil), r.events...)
-}
+type recorder = exttest.Recorder
 
 func newSquat(t *testing.T, raw string, catalogued ...string) (*Squat, *recorder) {
 	t.Helper()
@@ -38,7 +23,7 @@ func newSquat(t *testing.T, raw string, catalogued ...string) (*Squat, *recorder
 		t.Fatalf("New(%s): %v", raw, err)
 	}
 	rec := &recorder{}
-	h := extension.Host{Emit: rec.emit, Tools: func() []extension.ToolRef {
+	h := extension.Host{Emit: rec.Emit, Tools: func() []extension.ToolRef {
 		var out []extension.ToolRef
 		for _, s := range catalogued {
 			out = append(out, extension.ToolRef{Server: s, Def: &mcp.Tool{Name: "t"}})
@@ -156,7 +141,7 @@ func TestLoad(t *testing.T) {
 				}
 			}
 			if tt.rule == Key {
-				ev := rec.all()
+				ev := rec.Events()
 				if len(ev) != 1 || ev[0].Type != "server_name_similarity" || ev[0].Action != "block" || ev[0].Server != tt.load || ev[0].Session != "s1" {
 					t.Fatalf("events = %+v", ev)
 				}
@@ -178,7 +163,7 @@ func TestConfiguredAlert(t *testing.T) {
 			t.Fatalf("list %s = %v, %v; want the tools unchanged", n, got, err)
 		}
 	}
-	ev := rec.all()
+	ev := rec.Events()
 	if len(ev) != 1 {
 		t.Fatalf("events = %+v, want one alert", ev)
 	}
@@ -189,7 +174,7 @@ func TestConfiguredAlert(t *testing.T) {
 	s, rec = newSquat(t, `{"configured": "ignore"}`)
 	s.list(ctx, &extension.ListRequest{ServerName: "notes-server"}, nil)
 	s.list(ctx, &extension.ListRequest{ServerName: "notes-servar"}, nil)
-	if ev := rec.all(); len(ev) != 0 {
+	if ev := rec.Events(); len(ev) != 0 {
 		t.Fatalf("configured: ignore emitted %+v", ev)
 	}
 	// Once listed, a configured name is known: a run-time load of a
@@ -199,20 +184,7 @@ func TestConfiguredAlert(t *testing.T) {
 	}
 }
 
-func TestReadmeExamples(t *testing.T) {
-	ex, err := readme.Examples("README.md", Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ex) == 0 {
-		t.Fatal("README.md has no JSON example of filters.name_similarity")
-	}
-	for i, raw := range ex {
-		if _, err := New(raw); err != nil {
-			t.Errorf("example %d: %v\n%s", i+1, err, raw)
-		}
-	}
-}
+func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }
 
 func TestConcurrent(t *testing.T) {
 	s, _ := newSquat(t, `{}`)
