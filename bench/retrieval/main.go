@@ -60,6 +60,7 @@ func main() {
 	stateDir := flag.String("state-dir", "", "embedding cache folder (default: a temporary folder per run; set it to measure a warm restart)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of index build and searches to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile after the last search to this file")
+	flag.StringVar(&showMisses, "misses", "", "print the queries of this source (or \"all\") that miss a relevant group in the top 5, with the top 5")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -97,7 +98,7 @@ func main() {
 	}
 }
 
-var memProfilePath string
+var memProfilePath, showMisses string
 
 func runMode(mode string, tools []toolRow, qs []queryRow, threshold, weight float64, stateDir string) error {
 	ctx := context.Background()
@@ -173,6 +174,9 @@ func runMode(mode string, tools []toolRow, qs []queryRow, threshold, weight floa
 			a = &agg{}
 			per[q.Source] = a
 		}
+		if showMisses != "" && (showMisses == "all" || showMisses == q.Source) && groupRecall(q.RelevantGroups, names, 5) < 1 {
+			printMiss(q, res)
+		}
 		for _, x := range []*agg{a, all} {
 			x.n++
 			x.lat = append(x.lat, lat)
@@ -214,6 +218,25 @@ func runMode(mode string, tools []toolRow, qs []queryRow, threshold, weight floa
 	row("overall", all)
 	fmt.Println()
 	return nil
+}
+
+func printMiss(q queryRow, res []extension.SearchResult) {
+	fmt.Printf("MISS %s: %q\n", q.Source, q.Query)
+	for i, r := range res[:min(5, len(res))] {
+		fmt.Printf("   %d. %-55s %.3f\n", i+1, r.Name, r.Score)
+	}
+	for _, g := range q.RelevantGroups {
+		rank := -1
+		for i, r := range res {
+			if slices.Contains(g, r.Name) {
+				rank = i + 1
+				break
+			}
+		}
+		if rank < 0 || rank > 5 {
+			fmt.Printf("   want %v (rank %d)\n", g, rank)
+		}
+	}
 }
 
 // procMem returns the process's resident and peak resident memory in MB
@@ -285,7 +308,10 @@ func readJSONL[T any](path string) ([]T, error) {
 // makeDistractors generates n plausible tools from the catalogue's own
 // vocabulary with a fixed seed: names from verb and noun pairs seen in real
 // tool names, descriptions from a word-bigram chain over real descriptions,
-// parameters borrowed from real tools, grouped into synthetic servers.
+// parameters borrowed from real tools. The server name is drawn per tool
+// ("synth-<name part>-<i/20>"), so most distractors land in a server of
+// their own: 20,000 distractors make 18,127 servers, 16,743 with one tool.
+// Keep that in mind before measuring server-level ranking signals with it.
 func makeDistractors(tools []toolRow, n int) []toolRow {
 	rng := rand.New(rand.NewPCG(42, 7))
 	var nameParts []string
