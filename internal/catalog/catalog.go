@@ -96,6 +96,10 @@ func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) (
 			bad = append(bad, "a tool without a name")
 			continue
 		}
+		if s2, t2, ok := Split(Qualify(server, d.Name)); !ok || s2 != server || t2 != d.Name {
+			bad = append(bad, fmt.Sprintf("tool %q (its qualified name would be ambiguous)", d.Name))
+			continue
+		}
 		if seen[d.Name] {
 			bad = append(bad, fmt.Sprintf("duplicate tool %q", d.Name))
 			continue

@@ -373,6 +373,10 @@ func ValidateServerName(name string) error {
 	if strings.Contains(name, "__") {
 		return fmt.Errorf("server name %q contains %q, which separates server and tool names", name, "__")
 	}
+	if strings.HasPrefix(name, "_") || strings.HasSuffix(name, "_") {
+		// "bank_" + "__" + "x" would read back as server "bank", tool "_x".
+		return fmt.Errorf("server name %q starts or ends with '_', which would make qualified names ambiguous", name)
+	}
 	if len(name) > 64 {
 		return fmt.Errorf("server name %q is longer than 64 characters", name)
 	}

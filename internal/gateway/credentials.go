@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/config"
@@ -91,7 +93,7 @@ func humanDuration(d time.Duration) string {
 
 // redactResult masks every known secret in what goes back to the client.
 func (g *Gateway) redactResult(res *mcp.CallToolResult) *mcp.CallToolResult {
-	if g.redact == nil || res == nil {
+	if g.redact.Empty() || res == nil {
 		return res
 	}
 	for _, c := range res.Content {
@@ -116,5 +118,36 @@ func (g *Gateway) redactResult(res *mcp.CallToolResult) *mcp.CallToolResult {
 	default:
 		res.StructuredContent = g.redact.Value(sc)
 	}
+	// Whatever else a result carries (_meta of the result or of a content
+	// block, resource link URIs and names, ...): check the encoded result,
+	// and re-read it masked if a secret is still in it.
+	b, err := json.Marshal(res)
+	if err != nil {
+		return errorResult("the result could not be checked for secrets, so it was withheld")
+	}
+	if masked := g.redact.String(string(b)); masked != string(b) {
+		var out mcp.CallToolResult
+		if err := json.Unmarshal([]byte(masked), &out); err != nil {
+			return errorResult("the result contained a secret and could not be masked, so it was withheld")
+		}
+		return &out
+	}
 	return res
+}
+
+// redactRPCError masks known secrets in an upstream's JSON-RPC error
+// relayed to the client.
+func (g *Gateway) redactRPCError(e *jsonrpc.Error) *jsonrpc.Error {
+	if g.redact == nil || e == nil {
+		return e
+	}
+	out := *e
+	out.Message = g.redact.String(e.Message)
+	if len(e.Data) > 0 {
+		out.Data = json.RawMessage(g.redact.String(string(e.Data)))
+		if !json.Valid(out.Data) {
+			out.Data = nil
+		}
+	}
+	return &out
 }

@@ -344,7 +344,7 @@ func (p *passthrough) callTool(ctx context.Context, sc scope, req *mcp.CallToolR
 	if err != nil {
 		var rpc *jsonrpc.Error
 		if errors.As(err, &rpc) && !isDenial(err) {
-			return nil, rpc
+			return nil, p.g.redactRPCError(rpc)
 		}
 		return nil, filterRPCError(err)
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -44,6 +45,18 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(route))
 	mux.HandleFunc("/status", g.statusHandler)
-	mux.Handle("/metrics", g.metrics.handler())
+	mux.Handle("/metrics", loopbackHostOnly(g.metrics.handler()))
 	return mux
+}
+
+// loopbackHostOnly refuses, on a loopback listener, a request whose Host is
+// not loopback (DNS rebinding), like /mcp and /status.
+func loopbackHostOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && loopback(la.String()) && !loopback(r.Host) {
+			http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -474,6 +474,12 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, send func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
 	server, tool := req.ServerName, req.Tool
 	t, ok := g.cat.Lookup(req.ToolName)
+	// Route by the catalogue entry, and only when the name splits back to
+	// it: filters and the gate judged (server, tool) as split, so that must
+	// be what runs.
+	if ok && (t.Server != server || t.Name != tool) {
+		ok = false
+	}
 	srv, up := g.ups.Get(server)
 	if !ok || !up {
 		g.intercepted(ctx, req, "block", "unknown_tool")
@@ -599,6 +605,11 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 	}
 	if _, exists := g.ups.Get(req.ServerName); exists {
 		return 0, fmt.Errorf("a server named %q is already connected; choose another name", req.ServerName)
+	}
+	if conf, ok := g.cfg.Servers[req.ServerName]; ok && !(conf.IsRemote() && sameURL(conf.URL, req.URL)) {
+		// A configured (e.g. disabled) server's name is not free for a
+		// different URL: that would impersonate it.
+		return 0, fmt.Errorf("the name %q belongs to a server in the config at another address; choose another name", req.ServerName)
 	}
 	if err := g.pipe.Load(ctx, req); err != nil {
 		reason := "load_filter"

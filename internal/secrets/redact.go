@@ -63,6 +63,9 @@ func (r *Redactor) Add(values ...string) {
 	r.r.Store(strings.NewReplacer(pairs...))
 }
 
+// Empty reports whether no secret is known yet.
+func (r *Redactor) Empty() bool { return r == nil || r.r.Load() == nil }
+
 // String masks every known secret in s.
 func (r *Redactor) String(s string) string {
 	if r == nil {

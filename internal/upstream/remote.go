@@ -1,7 +1,9 @@
 package upstream
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -18,29 +20,47 @@ func (s *Server) httpClient() (*http.Client, error) {
 		rt = http.DefaultTransport
 	}
 	c := *base
-	t := &headerTransport{base: rt, headers: s.cfg.Headers, scheme: origin.Scheme, host: origin.Host}
+	t := &headerTransport{base: rt, headers: s.cfg.Headers, scheme: origin.Scheme, host: origin.Host, log: s.log}
 	if f := s.m.opts.Token; f != nil {
 		cfg := s.cfg
 		t.token = func() (string, bool, error) { return f(cfg) }
 	}
 	c.Transport = t
+	// A redirect to another origin would take the connection somewhere the
+	// load filters never judged (and it would go without credentials).
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !t.sameOrigin(req.URL) {
+			return fmt.Errorf("server %q redirected to another origin (%s); refusing to follow", s.cfg.Name, req.URL.Host)
+		}
+		if len(via) >= 10 {
+			return fmt.Errorf("server %q: too many redirects", s.cfg.Name)
+		}
+		return nil
+	}
 	return &c, nil
 }
 
-// headerTransport adds configured headers and the bearer token, but only
-// to requests for the server's own origin: a redirect or an endpoint URL
-// pointing elsewhere never carries them. The token is looked up for every
-// request, so a rotated token is used from the next request on.
+// headerTransport adds configured headers and the bearer token to requests
+// for the server's own origin and refuses every other origin: neither a
+// redirect nor an SSE endpoint event can move the connection to a host the
+// load filters never judged, or carry the credentials there. The token is
+// looked up for every request, so a rotated token is used from the next
+// request on.
 type headerTransport struct {
 	base         http.RoundTripper
 	headers      map[string]string
 	token        func() (string, bool, error)
 	scheme, host string
+	log          *slog.Logger
+}
+
+func (t *headerTransport) sameOrigin(u *url.URL) bool {
+	return strings.EqualFold(u.Scheme, t.scheme) && strings.EqualFold(u.Host, t.host)
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !strings.EqualFold(r.URL.Scheme, t.scheme) || !strings.EqualFold(r.URL.Host, t.host) {
-		return t.base.RoundTrip(r)
+	if !t.sameOrigin(r.URL) {
+		return nil, fmt.Errorf("refusing a request to %s://%s: the server is configured at %s://%s", r.URL.Scheme, r.URL.Host, t.scheme, t.host)
 	}
 	r = r.Clone(r.Context())
 	for k, v := range t.headers {
@@ -49,7 +69,12 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if t.token != nil {
 		tok, ok, err := t.token()
 		if err != nil {
-			return nil, err
+			// The detail (the file's path and line) is for the operator's
+			// log, not for the model that sees this error.
+			if t.log != nil {
+				t.log.Error("reading the tokens file failed", "error", err)
+			}
+			return nil, errors.New("toolgate could not read this server's credentials; the gateway's log says why")
 		}
 		if ok {
 			r.Header.Set("Authorization", "Bearer "+tok)
