@@ -238,3 +238,12 @@ func ValidateID(id string) error {
 type CommandResolver interface {
 	ResolveCommand(ctx context.Context, server, command, dir string) (path string, err error)
 }
+
+// ServerAdmitter is an optional interface for extensions that admit or
+// refuse whole servers (e.g. an allow list of servers). Passthrough mode
+// asks every admitter before it lists or relays a server's resources,
+// prompts and completions, which no tool filter sees; a refusal (any
+// error) hides that server's items.
+type ServerAdmitter interface {
+	AdmitServer(ctx context.Context, server string) error
+}

@@ -130,6 +130,15 @@ func (a *AccessControl) Check(server, qualified string) error {
 	return nil
 }
 
+// AdmitServer refuses a server outside allow_servers, so that in
+// passthrough mode its resources and prompts are hidden like its tools.
+func (a *AccessControl) AdmitServer(_ context.Context, server string) error {
+	if a.allow != nil && !a.allow[server] {
+		return &extension.Denial{Rule: Key + ".allow_servers", Reason: "this server is not available through this gateway", Code: extension.CodePermissionDenied}
+	}
+	return nil
+}
+
 // SearchFilter drops every result Check refuses. It runs before top_k
 // truncation, so a hidden tool never takes a result slot.
 func (a *AccessControl) SearchFilter() extension.SearchFilter {

@@ -492,6 +492,9 @@ func (p *passthrough) upstreams(ctx context.Context, has func(*mcp.ServerCapabil
 		if p.bare != "" && srv.Name() != p.bare {
 			continue
 		}
+		if p.admit(ctx, srv.Name()) != nil {
+			continue
+		}
 		var caps *mcp.ServerCapabilities
 		err := p.with(ctx, srv, nil, func(cs *mcp.ClientSession) error {
 			if ir := cs.InitializeResult(); ir != nil {
@@ -508,6 +511,19 @@ func (p *passthrough) upstreams(ctx context.Context, has func(*mcp.ServerCapabil
 		}
 	}
 	return out
+}
+
+// admit asks every extension that admits whole servers; a refused server's
+// resources, prompts and completions are hidden like a hidden tool.
+func (p *passthrough) admit(ctx context.Context, server string) error {
+	for _, e := range p.g.pipe.Extensions() {
+		if a, ok := e.(extension.ServerAdmitter); ok {
+			if err := a.AdmitServer(ctx, server); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func hasResources(c *mcp.ServerCapabilities) bool { return c.Resources != nil }
@@ -685,7 +701,7 @@ func onResource[T any](ctx context.Context, p *passthrough, ss *mcp.ServerSessio
 	server, orig := p.owner(uri)
 	var candidates []*upstream.Server
 	if server != "" {
-		if srv, ok := p.g.ups.Get(server); ok {
+		if srv, ok := p.g.ups.Get(server); ok && p.admit(ctx, server) == nil {
 			candidates = append(candidates, srv)
 		}
 	} else {
@@ -812,7 +828,7 @@ func (p *passthrough) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) 
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	server, name, ok := p.resolve(req.Params.Name)
 	srv, up := p.g.ups.Get(server)
-	if !ok || !up {
+	if !ok || !up || p.admit(ctx, server) != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", req.Params.Name)}
 	}
 	params := *req.Params
@@ -866,7 +882,7 @@ func (p *passthrough) complete(ctx context.Context, req *mcp.CompleteRequest) (*
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("completion/complete: cannot tell which server serves %s %q", ref.Type, ref.Name+ref.URI)}
 	}
 	srv, ok := p.g.ups.Get(server)
-	if !ok {
+	if !ok || p.admit(ctx, server) != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown server %q", server)}
 	}
 	var res *mcp.CompleteResult

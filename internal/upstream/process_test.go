@@ -181,8 +181,13 @@ func TestProcessStopEndsGroupAndReaps(t *testing.T) {
 	if st := s.Status(); st.PID != pid || st.State != StateIdle {
 		t.Fatalf("status %+v, want idle with pid %d", st, pid)
 	}
-	if got := markedPIDs(t, marker); !slices.Contains(got, pid) || !slices.Contains(got, grandchild) {
-		t.Fatalf("marked processes %v, want the server %d and its grandchild %d", got, pid, grandchild)
+	// The grandchild may still be between fork and exec when spawn
+	// answers; wait (bounded) until /proc shows it with the marker.
+	if !waitUntil(5*time.Second, func() bool {
+		got := markedPIDs(t, marker)
+		return slices.Contains(got, pid) && slices.Contains(got, grandchild)
+	}) {
+		t.Fatalf("marked processes %v, want the server %d and its grandchild %d", markedPIDs(t, marker), pid, grandchild)
 	}
 	s.Stop()
 	// SIGKILL is delivered asynchronously: allow the grandchild a moment

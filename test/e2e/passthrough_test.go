@@ -176,3 +176,53 @@ func TestPassthroughResourceFromSecondUpstream(t *testing.T) {
 		t.Fatalf("prompts not namespaced per server: %v", prompts)
 	}
 }
+
+// TestPassthroughAllowServersHidesResourcesAndPrompts: a server outside
+// access_control.allow_servers is hidden in passthrough for resources and
+// prompts too, not only for tools.
+func TestPassthroughAllowServersHidesResourcesAndPrompts(t *testing.T) {
+	t.Parallel()
+	g := startHTTP(t, writePassthroughConfig(t, map[string]any{
+		"ok": stdioServer("everything"), "secret": stdioServer("everything"),
+	}, map[string]any{"access_control": map[string]any{"allow_servers": []string{"ok"}}}, nil))
+	var n atomic.Int32
+	cs := connectPassthrough(t, g.URL, &n, &n)
+	var uris []string
+	for r, err := range cs.Resources(ctxT(t), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, r.URI)
+	}
+	if len(uris) == 0 {
+		t.Fatal("the admitted server's resources are missing")
+	}
+	for _, u := range uris {
+		if strings.Contains(u, "secret") {
+			t.Fatalf("a resource of the refused server is listed: %s", u)
+		}
+	}
+	if _, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: "toolgate://secret/" + uris[0]}); err == nil {
+		t.Fatal("a resource of the refused server was read")
+	}
+	pr, err := cs.ListPrompts(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pr.Prompts {
+		if strings.HasPrefix(p.Name, "secret__") {
+			t.Fatalf("a prompt of the refused server is listed: %s", p.Name)
+		}
+	}
+	if len(pr.Prompts) > 0 {
+		name := strings.Replace(pr.Prompts[0].Name, "ok__", "secret__", 1)
+		if _, err := cs.GetPrompt(ctxT(t), &mcp.GetPromptParams{Name: name}); err == nil {
+			t.Fatalf("prompt %s of the refused server was served", name)
+		}
+	}
+	for _, tl := range listedTools(t, cs) {
+		if strings.HasPrefix(tl, "secret__") {
+			t.Fatalf("a tool of the refused server is listed: %s", tl)
+		}
+	}
+}
