@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,28 +20,9 @@ import (
 // Definition security end to end: small Go MCP servers (testserver) behind
 // the real binary, each protection configured and then attacked.
 
-var (
-	testServerOnce sync.Once
-	testServerPath string
-	testServerErr  error
-)
-
 // testServer builds test/e2e/internal/testserver once per run.
 func testServer(t *testing.T) string {
-	t.Helper()
-	testServerOnce.Do(func() {
-		testServerPath = filepath.Join(filepath.Dir(binPath), "testserver")
-		cmd := exec.Command("go", "build", "-o", testServerPath, "./test/e2e/internal/testserver")
-		cmd.Dir = repoRoot
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			testServerErr = fmt.Errorf("build testserver: %v\n%s", err, out)
-		}
-	})
-	if testServerErr != nil {
-		t.Fatal(testServerErr)
-	}
-	return testServerPath
+	return helperBinary(t, "testserver", "./test/e2e/internal/testserver")
 }
 
 type toolDef struct {

@@ -58,6 +58,35 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// helperBinaries holds the test servers built so far, by name.
+var helperBinaries sync.Map // name → *helperBuild
+
+type helperBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// helperBinary builds the Go package pkg (relative to the repository root)
+// once per run, next to the toolgate binary, and returns its path.
+func helperBinary(t *testing.T, name, pkg string) string {
+	t.Helper()
+	v, _ := helperBinaries.LoadOrStore(name, &helperBuild{})
+	b := v.(*helperBuild)
+	b.once.Do(func() {
+		b.path = filepath.Join(filepath.Dir(binPath), name)
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
+		cmd.Dir = repoRoot
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build %s: %v\n%s", name, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
 // npmServer returns the path of an installed npm MCP server's executable,
 // e.g. npmServer("everything").
 func npmServer(name string) string {

@@ -23,28 +23,9 @@ import (
 // thousand start/stop cycles fit in a few seconds, and it records what
 // reached it (starts, calls, notifications/cancelled) in a log file.
 
-var (
-	fakeOnce sync.Once
-	fakePath string
-	fakeErr  error
-)
-
 // fakeBin builds the fake server once, next to the toolgate binary.
 func fakeBin(t *testing.T) string {
-	t.Helper()
-	fakeOnce.Do(func() {
-		fakePath = filepath.Join(filepath.Dir(binPath), "fakeserver")
-		cmd := exec.Command("go", "build", "-o", fakePath, "./internal/upstream/fakeserver/cmd/fakeserver")
-		cmd.Dir = repoRoot
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			fakeErr = fmt.Errorf("build fakeserver: %v\n%s", err, out)
-		}
-	})
-	if fakeErr != nil {
-		t.Fatal(fakeErr)
-	}
-	return fakePath
+	return helperBinary(t, "fakeserver", "./internal/upstream/fakeserver/cmd/fakeserver")
 }
 
 // fakeEntry is a config entry for the fake server recording to logFile,
