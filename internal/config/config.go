@@ -68,6 +68,9 @@ func (a Audit) On() bool { return a.Enabled == nil || *a.Enabled }
 
 // Search modes.
 const (
+	// SearchAuto, the default, is SearchHybrid when the embedding model is
+	// installed and SearchLexical (with a warning) when it is not.
+	SearchAuto    = "auto"
 	SearchHybrid  = "hybrid"
 	SearchLexical = "lexical"
 	SearchDense   = "dense"
@@ -75,10 +78,11 @@ const (
 
 // Search is the "search" object.
 type Search struct {
-	// Mode is "hybrid" (default), "lexical" or "dense".
+	// Mode is "auto" (default), "hybrid", "lexical" or "dense".
 	Mode string `json:"mode,omitempty"`
-	// ModelDir holds the embedding model (default: $TOOLGATE_MODEL_DIR or
-	// the checkout's .cache/models/all-MiniLM-L6-v2), relative to the config.
+	// ModelDir holds the embedding model (default: model.Find's lookup:
+	// $TOOLGATE_MODEL_DIR, the user cache folder, the checkout), relative
+	// to the config.
 	ModelDir string `json:"model_dir,omitempty"`
 	// DenseWeight is the share of the semantic score in hybrid mode.
 	DenseWeight *float64 `json:"dense_weight,omitempty"`
@@ -558,10 +562,10 @@ func position(data []byte, off int64) (line, col int) {
 func (s *Search) validate(dir string) error {
 	switch s.Mode {
 	case "":
-		s.Mode = SearchHybrid
-	case SearchHybrid, SearchLexical, SearchDense:
+		s.Mode = SearchAuto
+	case SearchAuto, SearchHybrid, SearchLexical, SearchDense:
 	default:
-		return fmt.Errorf("search.mode %q: want %q, %q or %q", s.Mode, SearchHybrid, SearchLexical, SearchDense)
+		return fmt.Errorf("search.mode %q: want %q, %q, %q or %q", s.Mode, SearchAuto, SearchHybrid, SearchLexical, SearchDense)
 	}
 	if w := s.DenseWeight; w != nil && (*w < 0 || *w > 1) {
 		return fmt.Errorf("search.dense_weight %v is outside [0, 1]", *w)

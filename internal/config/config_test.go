@@ -126,3 +126,24 @@ func TestFilterOrderIsFileOrder(t *testing.T) {
 		t.Fatalf("duplicate key: %v", err)
 	}
 }
+
+func TestSearchModeDefaultsToAuto(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"mcpServers":{}}`:                              SearchAuto,
+		`{"mcpServers":{},"search":{"mode":"auto"}}`:     SearchAuto,
+		`{"mcpServers":{},"search":{"mode":"hybrid"}}`:   SearchHybrid,
+		`{"mcpServers":{},"search":{"mode":"lexical"}}`:  SearchLexical,
+		`{"mcpServers":{},"search":{"mode":"semantic"}}`: "",
+	} {
+		cfg, err := Parse([]byte(in), "c.json", nil)
+		if want == "" {
+			if err == nil || !strings.Contains(err.Error(), `"auto"`) {
+				t.Errorf("%s: err = %v, want the valid modes listed", in, err)
+			}
+			continue
+		}
+		if err != nil || cfg.Search.Mode != want {
+			t.Errorf("%s: mode %q, %v; want %q", in, cfg.Search.Mode, err, want)
+		}
+	}
+}
