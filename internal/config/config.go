@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -46,6 +47,13 @@ type Config struct {
 	// the upstream tools themselves ("passthrough"), or both ("hybrid");
 	// see mode.go.
 	Exposure
+	// Ignored lists the top-level keys of other MCP clients' files
+	// (Claude Desktop's globalShortcut, VS Code's inputs, ...) that were
+	// read and ignored, sorted; the gateway logs them once.
+	Ignored []string
+	// ServersKey is the key the servers were read from: "mcpServers", or
+	// "servers" for a VS Code mcp.json.
+	ServersKey string
 }
 
 // Audit is the "audit" object.
@@ -101,6 +109,15 @@ const (
 	TransportSSE            = "sse"
 )
 
+// serverTypes maps the "type" values other MCP clients write (Claude Code's
+// .mcp.json, Cursor, VS Code) to toolgate's transports.
+var serverTypes = map[string]string{
+	"stdio":           TransportStdio,
+	"http":            TransportStreamableHTTP,
+	"streamable-http": TransportStreamableHTTP,
+	"sse":             TransportSSE,
+}
+
 // Server is one entry of mcpServers.
 type Server struct {
 	Name    string            `json:"-"`
@@ -112,8 +129,16 @@ type Server struct {
 	// Transport is "stdio" for command servers; for url servers it is
 	// "streamable-http" (the default, falling back to SSE) or "sse".
 	Transport string `json:"transport,omitempty"`
+	// Type is the other clients' spelling of the transport: "stdio",
+	// "http" (streamable HTTP), "streamable-http" or "sse". After Parse,
+	// Transport holds the transport either key asked for.
+	Type string `json:"type,omitempty"`
 	// Disabled servers are kept in the config but never started.
 	Disabled bool `json:"disabled,omitempty"`
+	// DisabledReason says why Parse disabled a server the file did not
+	// disable (a $VAR that is not set); "" for servers disabled in the file.
+	// It names variables, never values.
+	DisabledReason string `json:"-"`
 	// EnvAllow and EnvDeny (globs) choose what of the gateway's own
 	// environment a stdio server inherits; see secrets.EnvFilter.
 	EnvAllow []string `json:"env_allow,omitempty"`
@@ -166,6 +191,9 @@ func (s *Server) IsRemote() bool { return s.URL != "" }
 
 type fileFormat struct {
 	MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	// VSCodeServers is VS Code's name for mcpServers (.vscode/mcp.json).
+	VSCodeServers map[string]json.RawMessage `json:"servers,omitempty"`
+	otherClients
 	Filters    json.RawMessage            `json:"filters,omitempty"`
 	Search     *Search                    `json:"search,omitempty"`
 	Audit      *Audit                     `json:"audit,omitempty"`
@@ -175,6 +203,37 @@ type fileFormat struct {
 	// Review is informational (e.g. the blocked tools a generated policy
 	// lists for a person to look at); toolgate ignores it.
 	Review json.RawMessage `json:"review,omitempty"`
+}
+
+// otherClients are the top-level keys other MCP clients keep beside their
+// servers, so that their whole file loads: they are read, ignored and
+// reported in Config.Ignored. Any other unknown key is still an error.
+type otherClients struct {
+	// Claude Desktop (claude_desktop_config.json).
+	GlobalShortcut           json.RawMessage `json:"globalShortcut,omitempty"`
+	Preferences              json.RawMessage `json:"preferences,omitempty"`
+	IsUsingBuiltInNodeForMcp json.RawMessage `json:"isUsingBuiltInNodeForMcp,omitempty"`
+	IsDxtEnabled             json.RawMessage `json:"isDxtEnabled,omitempty"`
+	IsDxtAutoUpdatesEnabled  json.RawMessage `json:"isDxtAutoUpdatesEnabled,omitempty"`
+	Theme                    json.RawMessage `json:"theme,omitempty"`
+	Telemetry                json.RawMessage `json:"telemetry,omitempty"`
+	// VS Code (mcp.json): the prompts behind ${input:ID}; toolgate cannot
+	// prompt, so a server that refers to one is disabled (see Expand).
+	Inputs json.RawMessage `json:"inputs,omitempty"`
+}
+
+// present lists the keys of o that the file set, sorted.
+func (o *otherClients) present() []string {
+	var keys []string
+	v := reflect.ValueOf(o).Elem()
+	for i := range v.NumField() {
+		if len(v.Field(i).Bytes()) > 0 {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+			keys = append(keys, name)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // Error is a configuration problem with the file it came from.
@@ -245,13 +304,21 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 	if err := strictDecode(data, &ff); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}
 	}
-	if ff.MCPServers == nil {
+	serversKey := "mcpServers"
+	switch {
+	case ff.MCPServers != nil && ff.VSCodeServers != nil:
+		return nil, &Error{File: file, Msg: `both "mcpServers" and "servers" (VS Code's name for it) are set; keep one`}
+	case ff.VSCodeServers != nil:
+		ff.MCPServers, serversKey = ff.VSCodeServers, "servers"
+	case ff.MCPServers == nil:
 		return nil, &Error{File: file, Msg: `missing "mcpServers" object`}
 	}
 	cfg := &Config{
-		Path:    file,
-		Servers: make(map[string]*Server, len(ff.MCPServers)),
-		DotEnv:  dotenv,
+		Path:       file,
+		Servers:    make(map[string]*Server, len(ff.MCPServers)),
+		DotEnv:     dotenv,
+		Ignored:    ff.otherClients.present(),
+		ServersKey: serversKey,
 	}
 	if file != "" {
 		cfg.Dir = filepath.Dir(file)
@@ -264,15 +331,22 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 	sort.Strings(names)
 	for _, name := range names {
 		var s Server
+		where := serversKey + "." + name
 		if err := strictDecode(ff.MCPServers[name], &s); err != nil {
-			return nil, &Error{File: file, Msg: fmt.Sprintf("mcpServers.%s: %v", name, err)}
+			return nil, &Error{File: file, Msg: fmt.Sprintf("%s: %v", where, err)}
 		}
 		s.Name = name
-		if err := s.validate(); err != nil {
-			return nil, &Error{File: file, Msg: fmt.Sprintf("mcpServers.%s: %v", name, err)}
-		}
+		// A variable that is not set disables this server only, so one
+		// missing token does not stop every other server; the gateway
+		// warns with the reason and `toolgate config check` fails on it.
+		// A server the file disables needs none of its variables.
 		if err := s.resolve(lookup); err != nil {
-			return nil, &Error{File: file, Msg: fmt.Sprintf("mcpServers.%s: %v", name, err)}
+			if !s.Disabled {
+				s.Disabled, s.DisabledReason = true, err.Error()
+			}
+		}
+		if err := s.validate(); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("%s: %v", where, err)}
 		}
 		// A stdio server runs in the config's folder unless told otherwise,
 		// so relative paths in command and args mean the same as elsewhere
@@ -403,6 +477,11 @@ func (s *Server) validate() error {
 		return errors.New(`set either "command" (stdio) or "url" (remote), not both`)
 	case s.Command == "" && s.URL == "":
 		return errors.New(`missing "command" (stdio server) or "url" (remote server)`)
+	}
+	if err := s.applyType(); err != nil {
+		return err
+	}
+	switch {
 	case s.Command != "":
 		if s.Transport != "" && s.Transport != TransportStdio {
 			return fmt.Errorf(`transport %q does not go with "command"; only "stdio"`, s.Transport)
@@ -417,7 +496,9 @@ func (s *Server) validate() error {
 		}
 		s.Transport = TransportStdio
 	default:
-		if err := ValidateURL(s.URL); err != nil {
+		// A url holding an unset variable cannot be checked; its server is
+		// disabled with that reason already.
+		if err := ValidateURL(s.URL); err != nil && !(s.DisabledReason != "" && strings.Contains(s.URL, "$")) {
 			return err
 		}
 		switch s.Transport {
@@ -434,6 +515,28 @@ func (s *Server) validate() error {
 	return nil
 }
 
+// applyType checks "type" against "command"/"url" and "transport" and
+// turns it into Transport.
+func (s *Server) applyType() error {
+	if s.Type == "" {
+		return nil
+	}
+	want, ok := serverTypes[s.Type]
+	if !ok {
+		return fmt.Errorf(`unknown type %q (want "stdio", "http", "streamable-http" or "sse")`, s.Type)
+	}
+	switch {
+	case want == TransportStdio && s.Command == "":
+		return fmt.Errorf(`"type": %q needs "command"; this server has "url" (use "http" or "sse")`, s.Type)
+	case want != TransportStdio && s.Command != "":
+		return fmt.Errorf(`"type": %q needs "url"; this server has "command" (use "stdio")`, s.Type)
+	case s.Transport != "" && s.Transport != want:
+		return fmt.Errorf(`"type": %q and "transport": %q disagree; keep one`, s.Type, s.Transport)
+	}
+	s.Transport = want
+	return nil
+}
+
 // ValidateURL checks that raw is an absolute http(s) URL.
 func ValidateURL(raw string) error {
 	u, err := parseHTTPURL(raw)
@@ -444,22 +547,45 @@ func ValidateURL(raw string) error {
 	return nil
 }
 
+// resolve expands the variables of url, env and headers, in that order and
+// in key order, so the error names the same first problem every time. On
+// error s is left unexpanded: a server whose variables do not all resolve
+// must not start with some of them.
 func (s *Server) resolve(lookup func(string) (string, bool)) error {
-	for k, v := range s.Env {
-		r, err := Expand(v, lookup)
-		if err != nil {
-			return fmt.Errorf("env.%s: %v", k, err)
-		}
-		s.Env[k] = r
+	url, err := Expand(s.URL, lookup)
+	if err != nil {
+		return fmt.Errorf("url: %v", err)
 	}
-	for k, v := range s.Headers {
-		r, err := Expand(v, lookup)
-		if err != nil {
-			return fmt.Errorf("headers.%s: %v", k, err)
-		}
-		s.Headers[k] = r
+	env, err := expandMap("env", s.Env, lookup)
+	if err != nil {
+		return err
 	}
+	headers, err := expandMap("headers", s.Headers, lookup)
+	if err != nil {
+		return err
+	}
+	s.URL, s.Env, s.Headers = url, env, headers
 	return nil
+}
+
+func expandMap(what string, m map[string]string, lookup func(string) (string, bool)) (map[string]string, error) {
+	if m == nil {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(map[string]string, len(m))
+	for _, k := range keys {
+		r, err := Expand(m[k], lookup)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %v", what, k, err)
+		}
+		out[k] = r
+	}
+	return out, nil
 }
 
 // Lookup resolves a variable from the config's .env first, then the process
@@ -471,30 +597,76 @@ func (c *Config) Lookup(name string) (string, bool) {
 	return os.LookupEnv(name)
 }
 
-var varRef = regexp.MustCompile(`\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)`)
+// varRef matches $NAME and ${NAME}, Claude Code's ${NAME:-default}, and VS
+// Code's ${env:NAME} and ${input:ID}.
+var varRef = regexp.MustCompile(`\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}|\{env:([A-Za-z_][A-Za-z0-9_]*)\}|\{input:([^}]*)\})`)
 
-// Expand replaces $VAR and ${VAR} in s using lookup. "$$" is a literal
-// dollar. An unresolved variable is an error naming it: passing the literal
-// text on would hand a server "$GITHUB_TOKEN" as its token.
+// UnsetError is a variable reference that neither the .env beside the
+// config nor the environment defines.
+type UnsetError struct{ Name string }
+
+func (e *UnsetError) Error() string {
+	return fmt.Sprintf("variable $%s is not set in .env beside the config nor in the environment", e.Name)
+}
+
+// InputError is a VS Code ${input:ID} reference: VS Code prompts the user
+// for it, which a gateway cannot do.
+type InputError struct{ ID string }
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("${input:%s} is a VS Code prompt, which toolgate cannot show; put the value in .env beside the config and refer to it as $NAME", e.ID)
+}
+
+// Expand replaces variable references in s using lookup: $VAR, ${VAR},
+// ${VAR:-default} (default when VAR is unset or empty, as in a shell and
+// Claude Code) and ${env:VAR} (VS Code). "$$" is a literal dollar. An
+// unresolved variable is an *UnsetError naming it, a VS Code ${input:ID}
+// an *InputError: passing the literal text on would hand a server
+// "$GITHUB_TOKEN" as its token.
 func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 	if !strings.Contains(s, "$") {
 		return s, nil
 	}
-	var missing []string
+	var first error
 	parts := strings.Split(s, "$$")
 	for i, p := range parts {
-		parts[i] = varRef.ReplaceAllStringFunc(p, func(m string) string {
-			name := strings.Trim(m[1:], "{}")
-			v, ok := lookup(name)
-			if !ok {
-				missing = append(missing, name)
-				return m
+		var b strings.Builder
+		last := 0
+		for _, m := range varRef.FindAllStringSubmatchIndex(p, -1) {
+			b.WriteString(p[last:m[0]])
+			last = m[1]
+			group := func(n int) (string, bool) {
+				if m[2*n] < 0 {
+					return "", false
+				}
+				return p[m[2*n]:m[2*n+1]], true
 			}
-			return v
-		})
+			if id, ok := group(5); ok {
+				if first == nil {
+					first = &InputError{ID: id}
+				}
+				continue
+			}
+			name, ok := group(1)
+			if !ok {
+				if name, ok = group(2); !ok {
+					name, _ = group(4)
+				}
+			}
+			v, set := lookup(name)
+			if def, ok := group(3); ok && v == "" {
+				v, set = def[2:], true
+			}
+			if !set && first == nil {
+				first = &UnsetError{Name: name}
+			}
+			b.WriteString(v)
+		}
+		b.WriteString(p[last:])
+		parts[i] = b.String()
 	}
-	if len(missing) > 0 {
-		return "", fmt.Errorf("variable $%s is not set in .env beside the config nor in the environment", missing[0])
+	if first != nil {
+		return "", first
 	}
 	return strings.Join(parts, "$"), nil
 }
@@ -503,7 +675,7 @@ func strictDecode(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return describeJSONError(data, err)
+		return describeJSONError(data, err, jsonKeys(v))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("unexpected data after the top-level JSON value")
@@ -511,7 +683,7 @@ func strictDecode(data []byte, v any) error {
 	return nil
 }
 
-func describeJSONError(data []byte, err error) error {
+func describeJSONError(data []byte, err error, known []string) error {
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) {
 		line, col := position(data, syn.Offset)
@@ -530,7 +702,12 @@ func describeJSONError(data []byte, err error) error {
 		return fmt.Errorf("%s: want %s, got JSON %s", field, typ.Type, typ.Value)
 	}
 	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		return fmt.Errorf("unknown key %s", strings.TrimPrefix(msg, "json: unknown field "))
+		quoted := strings.TrimPrefix(msg, "json: unknown field ")
+		key, uerr := strconv.Unquote(quoted)
+		if uerr != nil {
+			key = quoted
+		}
+		return fmt.Errorf("unknown key %s%s", quoted, didYouMean(key, known))
 	}
 	if errors.Is(err, io.EOF) {
 		return errors.New("empty file")
