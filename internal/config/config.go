@@ -194,9 +194,9 @@ type fileFormat struct {
 	// VSCodeServers is VS Code's name for mcpServers (.vscode/mcp.json).
 	VSCodeServers map[string]json.RawMessage `json:"servers,omitempty"`
 	otherClients
-	Filters    json.RawMessage            `json:"filters,omitempty"`
-	Search     *Search                    `json:"search,omitempty"`
-	Audit      *Audit                     `json:"audit,omitempty"`
+	Filters json.RawMessage `json:"filters,omitempty"`
+	Search  *Search         `json:"search,omitempty"`
+	Audit   *Audit          `json:"audit,omitempty"`
 	Exposure
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
 	Schema string `json:"$schema,omitempty"`
