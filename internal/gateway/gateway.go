@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,6 +173,9 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	if ign := opts.Config.Ignored; len(ign) > 0 {
+		log.Info("config: ignoring settings of other MCP clients", "keys", strings.Join(ign, ","))
+	}
 	g.startConfigured(ctx)
 	return g, nil
 }
@@ -227,7 +231,11 @@ func (g *Gateway) startConfigured(ctx context.Context) {
 	names := make([]string, 0, len(g.cfg.Servers))
 	for n, s := range g.cfg.Servers {
 		if s.Disabled {
-			g.log.Info("server disabled in config; not started", "server", n)
+			if s.DisabledReason != "" {
+				g.log.Warn("server disabled; not started, the others are", "server", n, "reason", s.DisabledReason)
+			} else {
+				g.log.Info("server disabled in config; not started", "server", n)
+			}
 			continue
 		}
 		names = append(names, n)
