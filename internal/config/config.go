@@ -139,6 +139,9 @@ type Server struct {
 	// disable (a $VAR that is not set); "" for servers disabled in the file.
 	// It names variables, never values.
 	DisabledReason string `json:"-"`
+	// URLVars are the variables URL was built from, by name, so that the
+	// redactor can mask those that hold a secret (a key in a path).
+	URLVars map[string]string `json:"-"`
 	// EnvAllow and EnvDeny (globs) choose what of the gateway's own
 	// environment a stdio server inherits; see secrets.EnvFilter.
 	EnvAllow []string `json:"env_allow,omitempty"`
@@ -552,7 +555,8 @@ func ValidateURL(raw string) error {
 // error s is left unexpanded: a server whose variables do not all resolve
 // must not start with some of them.
 func (s *Server) resolve(lookup func(string) (string, bool)) error {
-	url, err := Expand(s.URL, lookup)
+	urlVars := map[string]string{}
+	url, err := expand(s.URL, lookup, func(name, value string) { urlVars[name] = value })
 	if err != nil {
 		return fmt.Errorf("url: %v", err)
 	}
@@ -565,6 +569,9 @@ func (s *Server) resolve(lookup func(string) (string, bool)) error {
 		return err
 	}
 	s.URL, s.Env, s.Headers = url, env, headers
+	if len(urlVars) > 0 {
+		s.URLVars = urlVars
+	}
 	return nil
 }
 
@@ -624,6 +631,11 @@ func (e *InputError) Error() string {
 // an *InputError: passing the literal text on would hand a server
 // "$GITHUB_TOKEN" as its token.
 func Expand(s string, lookup func(string) (string, bool)) (string, error) {
+	return expand(s, lookup, nil)
+}
+
+// expand is Expand that also hands each variable it substitutes to used.
+func expand(s string, lookup func(string) (string, bool), used func(name, value string)) (string, error) {
 	if !strings.Contains(s, "$") {
 		return s, nil
 	}
@@ -659,6 +671,9 @@ func Expand(s string, lookup func(string) (string, bool)) (string, error) {
 			}
 			if !set && first == nil {
 				first = &UnsetError{Name: name}
+			}
+			if set && used != nil {
+				used(name, v)
 			}
 			b.WriteString(v)
 		}

@@ -140,6 +140,9 @@ func ConfigValues(cfg *config.Config, environ []string) []string {
 		for k, v := range s.Env {
 			add(k, v)
 		}
+		for k, v := range s.URLVars {
+			add(k, v)
+		}
 		for k, v := range s.Headers {
 			// "Bearer xyz": the credential is the last word.
 			f := strings.Fields(v)

@@ -1,0 +1,28 @@
+package secrets
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/config"
+)
+
+// A secret substituted into a server's url (Claude Code's "${VAR}" in
+// url) is masked like one in a header.
+func TestConfigValuesIncludesURLVariables(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"mcpServers":{"zap":{"url":"https://${MCP_HOST}/api/${ZAP_API_KEY}/mcp"}}}`), "c.json",
+		map[string]string{"MCP_HOST": "mcp.example.com", "ZAP_API_KEY": "zk-9f8e7d6c5b4a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Servers["zap"].URL; got != "https://mcp.example.com/api/zk-9f8e7d6c5b4a/mcp" {
+		t.Fatalf("url = %q", got)
+	}
+	got := ConfigValues(cfg, nil)
+	if !slices.Contains(got, "zk-9f8e7d6c5b4a") {
+		t.Errorf("the key in the url is not treated as a secret: %v", got)
+	}
+	if slices.Contains(got, "mcp.example.com") {
+		t.Errorf("the host is treated as a secret: %v", got)
+	}
+}
