@@ -51,3 +51,16 @@ func TestUnsetVariableDisablesOneServer(t *testing.T) {
 		t.Fatal("the disabled server was connected")
 	}
 }
+
+// TestUnknownFilterKeyDidYouMean: a misspelt filters key names the key it
+// was probably meant to be.
+func TestUnknownFilterKeyDidYouMean(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"mcpServers":{},"filters":{"similarity_treshold":0.5}}`), "/etc/tg/config.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), Options{Config: cfg, StateDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), `unknown key "similarity_treshold" (did you mean "similarity_threshold"?)`) {
+		t.Fatalf("error %v", err)
+	}
+}

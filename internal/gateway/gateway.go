@@ -213,7 +213,11 @@ func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 		raw := raws[k]
 		f, ok := extension.Lookup(k)
 		if !ok {
-			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("filters: unknown key %q (known: similarity_threshold, %v)", k, extension.Keys())}
+			hint := ""
+			if s := config.Suggest(k, append(extension.Keys(), "similarity_threshold")); s != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("filters: unknown key %q%s (known: similarity_threshold, %v)", k, hint, extension.Keys())}
 		}
 		if string(bytes.TrimSpace(raw)) == "false" {
 			continue
