@@ -26,3 +26,25 @@ func TestConfigValuesIncludesURLVariables(t *testing.T) {
 		t.Errorf("the host is treated as a secret: %v", got)
 	}
 }
+
+// A server disabled for an unset variable keeps "$VAR" text in its values:
+// that names the variable, and is not masked, so the warning can say which
+// one is missing. Its literal values are still masked.
+func TestConfigValuesLeavesMissingVariableNames(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"mcpServers":{
+		"a":{"command":"x","env":{"API_TOKEN":"$TG_SURELY_UNSET_TOKEN","OTHER_SECRET":"literal-s3cret-123"}},
+		"b":{"url":"https://h/mcp","headers":{"Authorization":"Bearer ${input:key}"}}
+	}}`), "c.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ConfigValues(cfg, nil)
+	for _, v := range []string{"$TG_SURELY_UNSET_TOKEN", "Bearer ${input:key}", "${input:key}"} {
+		if slices.Contains(got, v) {
+			t.Errorf("%q treated as a secret", v)
+		}
+	}
+	if !slices.Contains(got, "literal-s3cret-123") {
+		t.Errorf("the literal secret of a disabled server is not masked: %v", got)
+	}
+}
