@@ -259,3 +259,44 @@ func TestExpandForms(t *testing.T) {
 		t.Errorf("input: %v", err)
 	}
 }
+
+// "namespace": false with its one server disabled for an unset variable is
+// still the config the file means: it loads, and the server is reported.
+func TestNamespaceFalseWithUnsetVariable(t *testing.T) {
+	cfg, err := Parse([]byte(`{"mode":"passthrough","namespace":false,"mcpServers":{
+		"gh":{"command":"x","env":{"T":"$TOOLGATE_TEST_UNSET_VAR"}},
+		"old":{"command":"y","disabled":true}
+	}}`), "c.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.OnlyServer() != "gh" || !cfg.Servers["gh"].Disabled {
+		t.Fatalf("only server %q, gh disabled %v", cfg.OnlyServer(), cfg.Servers["gh"].Disabled)
+	}
+}
+
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"$A", "${A}", "${A:-d}", "${env:A}", "${input:x}", "$$A", "a$", "${", "${A:-", "$5", "${env:}", "${input:}"} {
+		f.Add(s)
+	}
+	lookup := func(n string) (string, bool) {
+		if n == "A" {
+			return "v", true
+		}
+		return "", false
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := Expand(s, lookup)
+		if err != nil {
+			var unset *UnsetError
+			var input *InputError
+			if !errors.As(err, &unset) && !errors.As(err, &input) {
+				t.Fatalf("Expand(%q): untyped error %v", s, err)
+			}
+			return
+		}
+		if !strings.Contains(s, "$") && out != s {
+			t.Fatalf("Expand(%q) = %q without a variable", s, out)
+		}
+	})
+}
