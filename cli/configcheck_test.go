@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	_ "github.com/toolgate/toolgate/extensions/all"
+	"github.com/toolgate/toolgate/internal/audit"
 )
 
 // runCheck runs `config check` with args through the cobra command, as a
@@ -239,4 +240,39 @@ func TestTestServerRefusesDisabledServer(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// policy generate from a VS Code mcp.json keeps the servers the session
+// used (read from "servers"), written as toolgate's "mcpServers".
+func TestPolicyGenerateFromVSCodeFile(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"mcp.json": `{"inputs": [], "servers": {"gh": {"type": "stdio", "command": "gh-mcp", "env": {"T": "$TG_GH_TOKEN"}}, "other": {"command": "x"}},
+			"audit": {"path": "audit.jsonl"}}`,
+	})
+	log, err := audit.Open(filepath.Join(dir, "audit.jsonl"), audit.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Append(audit.Event{Type: audit.ToolCallIntercepted, Session: "s1", Server: "gh", Tool: "list", Action: "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	log.Close()
+	out := filepath.Join(dir, "locked.json")
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"policy", "generate", "--config", filepath.Join(dir, "mcp.json"), "--session", "s1", "--output", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var locked struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &locked); err != nil {
+		t.Fatal(err)
+	}
+	if len(locked.MCPServers) != 1 || !strings.Contains(string(locked.MCPServers["gh"]), "$TG_GH_TOKEN") {
+		t.Fatalf("locked servers: %s", b)
+	}
 }
