@@ -154,7 +154,10 @@ func TestUnknownKeyDidYouMean(t *testing.T) {
 		{`{"mcpServers":{}, "fliters":{}}`, `unknown key "fliters" (did you mean "filters"?)`},
 		{`{"mcpServer":{}}`, `unknown key "mcpServer" (did you mean "mcpServers"?)`},
 		{`{"mcpServers":{}, "pinned_tool":[]}`, `(did you mean "pinned_tools"?)`},
-		{`{"mcpServers":{}, "search":{"mdoe":"lexical"}}`, `(did you mean "mode"?)`},
+		{`{"mcpServers":{}, "search":{"mdoe":"lexical"}}`, `search: unknown key "mdoe" (did you mean "mode"?)`},
+		{`{"mcpServers":{}, "search":{"model_dri":"m"}}`, `search: unknown key "model_dri" (did you mean "model_dir"?)`},
+		{`{"mcpServers":{}, "audit":{"fsnyc":true}}`, `audit: unknown key "fsnyc" (did you mean "fsync"?)`},
+		{`{"mcpServers":{}, "audit":{"recordarguments":true}}`, `audit: unknown key "recordarguments" (did you mean "record_arguments"?)`},
 	} {
 		_, err := Parse([]byte(tt.json), "c.json", nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

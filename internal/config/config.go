@@ -198,8 +198,10 @@ type fileFormat struct {
 	VSCodeServers map[string]json.RawMessage `json:"servers,omitempty"`
 	otherClients
 	Filters json.RawMessage `json:"filters,omitempty"`
-	Search  *Search         `json:"search,omitempty"`
-	Audit   *Audit          `json:"audit,omitempty"`
+	// Search and Audit are decoded on their own, so an unknown key in
+	// them is matched against their keys for a did-you-mean.
+	Search json.RawMessage `json:"search,omitempty"`
+	Audit  json.RawMessage `json:"audit,omitempty"`
 	Exposure
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
 	Schema string `json:"$schema,omitempty"`
@@ -359,11 +361,15 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		}
 		cfg.Servers[name] = &s
 	}
-	if ff.Search != nil {
-		cfg.Search = *ff.Search
+	if len(ff.Search) > 0 {
+		if err := strictDecode(ff.Search, &cfg.Search); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("search: %v", err)}
+		}
 	}
-	if ff.Audit != nil {
-		cfg.Audit = *ff.Audit
+	if len(ff.Audit) > 0 {
+		if err := strictDecode(ff.Audit, &cfg.Audit); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("audit: %v", err)}
+		}
 		if cfg.Audit.Path != "" && !filepath.IsAbs(cfg.Audit.Path) {
 			cfg.Audit.Path = filepath.Join(cfg.Dir, cfg.Audit.Path)
 		}
