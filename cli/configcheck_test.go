@@ -276,3 +276,25 @@ func TestPolicyGenerateFromVSCodeFile(t *testing.T) {
 		t.Fatalf("locked servers: %s", b)
 	}
 }
+
+// A secret substituted into a url (Claude Code's "${VAR}" in url) is not
+// printed by servers or config check.
+func TestURLVariableSecretNotPrinted(t *testing.T) {
+	scratch(t)
+	const secret = "zk-9f8e7d6c5b4a3921"
+	dir := writeFiles(t, map[string]string{
+		"config.json": `{"mcpServers": {"zap": {"type": "http", "url": "https://mcp.example.com/api/${ZAP_API_KEY}/mcp"}}}`,
+		".env":        "ZAP_API_KEY=" + secret + "\n",
+	})
+	cfg := filepath.Join(dir, "config.json")
+	for _, args := range [][]string{{"servers", "--config", cfg, "--state-dir", t.TempDir()}, {"config", "check", "--config", cfg}, {"config", "check", "--config", cfg, "--json"}} {
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), args, &out, &errb)
+		if code != 0 || !strings.Contains(out.String(), "zap") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		if strings.Contains(out.String()+errb.String(), secret) {
+			t.Errorf("%v printed the secret:\n%s%s", args, out.String(), errb.String())
+		}
+	}
+}
