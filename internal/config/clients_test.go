@@ -303,3 +303,26 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+// command and args expand the braced forms other clients write (Claude
+// Code's .mcp.json: "args": ["--token", "${API_KEY}"]); a bare $NAME and $$
+// are left for a shell the server may run.
+func TestCommandAndArgsExpandBracedForms(t *testing.T) {
+	cfg, err := Parse([]byte(`{"mcpServers":{
+		"a":{"command":"${TG_BIN:-/usr/bin}/srv","args":["--token","${API_KEY}","--db","${env:DB}","-c","echo $HOME $$ $0","$${LITERAL}"]},
+		"b":{"command":"srv","args":["${TOOLGATE_TEST_UNSET_ARG}"]}
+	}}`), "/etc/tg/config.json", map[string]string{"API_KEY": "k-123", "DB": "db1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Servers["a"]
+	if a.Command != "/usr/bin/srv" || !slices.Equal(a.Args, []string{"--token", "k-123", "--db", "db1", "-c", "echo $HOME $$ $0", "${LITERAL}"}) {
+		t.Errorf("a: command %q args %q", a.Command, a.Args)
+	}
+	if a.Vars["API_KEY"] != "k-123" || a.Vars["DB"] != "db1" {
+		t.Errorf("a: vars %v", a.Vars)
+	}
+	if b := cfg.Servers["b"]; !b.Disabled || !strings.Contains(b.DisabledReason, "args[0]: variable $TOOLGATE_TEST_UNSET_ARG is not set") {
+		t.Errorf("b: disabled %v reason %q", b.Disabled, b.DisabledReason)
+	}
+}

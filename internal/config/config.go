@@ -139,9 +139,10 @@ type Server struct {
 	// disable (a $VAR that is not set); "" for servers disabled in the file.
 	// It names variables, never values.
 	DisabledReason string `json:"-"`
-	// URLVars are the variables URL was built from, by name, so that the
-	// redactor can mask those that hold a secret (a key in a path).
-	URLVars map[string]string `json:"-"`
+	// Vars are the variables substituted into URL, Command and Args, by
+	// name, so that the redactor can mask those that hold a secret (a key
+	// in a path or an argument). Those of Env and Headers are their values.
+	Vars map[string]string `json:"-"`
 	// EnvAllow and EnvDeny (globs) choose what of the gateway's own
 	// environment a stdio server inherits; see secrets.EnvFilter.
 	EnvAllow []string `json:"env_allow,omitempty"`
@@ -556,15 +557,31 @@ func ValidateURL(raw string) error {
 	return nil
 }
 
-// resolve expands the variables of url, env and headers, in that order and
-// in key order, so the error names the same first problem every time. On
-// error s is left unexpanded: a server whose variables do not all resolve
-// must not start with some of them.
+// resolve expands the variables of url, command, args, env and headers,
+// in that order and in key order, so the error names the same first problem
+// every time. On error s is left unexpanded: a server whose variables do
+// not all resolve must not start with some of them.
 func (s *Server) resolve(lookup func(string) (string, bool)) error {
-	urlVars := map[string]string{}
-	url, err := expand(s.URL, lookup, func(name, value string) { urlVars[name] = value })
+	vars := map[string]string{}
+	used := func(name, value string) { vars[name] = value }
+	url, err := expand(s.URL, lookup, used, false)
 	if err != nil {
 		return fmt.Errorf("url: %v", err)
+	}
+	command, err := expand(s.Command, lookup, used, true)
+	if err != nil {
+		return fmt.Errorf("command: %v", err)
+	}
+	var args []string
+	if s.Args != nil {
+		args = make([]string, 0, len(s.Args))
+	}
+	for i, a := range s.Args {
+		r, err := expand(a, lookup, used, true)
+		if err != nil {
+			return fmt.Errorf("args[%d]: %v", i, err)
+		}
+		args = append(args, r)
 	}
 	env, err := expandMap("env", s.Env, lookup)
 	if err != nil {
@@ -574,9 +591,9 @@ func (s *Server) resolve(lookup func(string) (string, bool)) error {
 	if err != nil {
 		return err
 	}
-	s.URL, s.Env, s.Headers = url, env, headers
-	if len(urlVars) > 0 {
-		s.URLVars = urlVars
+	s.URL, s.Command, s.Args, s.Env, s.Headers = url, command, args, env, headers
+	if len(vars) > 0 {
+		s.Vars = vars
 	}
 	return nil
 }
@@ -637,16 +654,24 @@ func (e *InputError) Error() string {
 // an *InputError: passing the literal text on would hand a server
 // "$GITHUB_TOKEN" as its token.
 func Expand(s string, lookup func(string) (string, bool)) (string, error) {
-	return expand(s, lookup, nil)
+	return expand(s, lookup, nil, false)
 }
 
 // expand is Expand that also hands each variable it substitutes to used.
-func expand(s string, lookup func(string) (string, bool), used func(name, value string)) (string, error) {
+// braced expands only the ${...} forms, and "$${" is a literal "${": in
+// command and args a bare $NAME or $$ is left for a shell the server may
+// run (`sh -c 'echo $HOME $$'`), while the braced forms Claude Code, Cursor
+// and VS Code write are expanded as those clients do.
+func expand(s string, lookup func(string) (string, bool), used func(name, value string), braced bool) (string, error) {
 	if !strings.Contains(s, "$") {
 		return s, nil
 	}
 	var first error
-	parts := strings.Split(s, "$$")
+	escape, literal := "$$", "$"
+	if braced {
+		escape, literal = "$${", "${"
+	}
+	parts := strings.Split(s, escape)
 	for i, p := range parts {
 		var b strings.Builder
 		last := 0
@@ -666,6 +691,10 @@ func expand(s string, lookup func(string) (string, bool), used func(name, value 
 				continue
 			}
 			name, ok := group(1)
+			if ok && braced {
+				b.WriteString(p[m[0]:m[1]])
+				continue
+			}
 			if !ok {
 				if name, ok = group(2); !ok {
 					name, _ = group(4)
@@ -689,7 +718,7 @@ func expand(s string, lookup func(string) (string, bool), used func(name, value 
 	if first != nil {
 		return "", first
 	}
-	return strings.Join(parts, "$"), nil
+	return strings.Join(parts, literal), nil
 }
 
 func strictDecode(data []byte, v any) error {

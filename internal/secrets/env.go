@@ -146,7 +146,7 @@ func ConfigValues(cfg *config.Config, environ []string) []string {
 				add(k, v)
 			}
 		}
-		for k, v := range s.URLVars {
+		for k, v := range s.Vars {
 			add(k, v)
 		}
 		for k, v := range s.Headers {

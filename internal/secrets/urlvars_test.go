@@ -7,11 +7,12 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 )
 
-// A secret substituted into a server's url (Claude Code's "${VAR}" in
-// url) is masked like one in a header.
+// A secret substituted into a server's url or args (Claude Code's "${VAR}"
+// there) is masked like one in a header.
 func TestConfigValuesIncludesURLVariables(t *testing.T) {
-	cfg, err := config.Parse([]byte(`{"mcpServers":{"zap":{"url":"https://${MCP_HOST}/api/${ZAP_API_KEY}/mcp"}}}`), "c.json",
-		map[string]string{"MCP_HOST": "mcp.example.com", "ZAP_API_KEY": "zk-9f8e7d6c5b4a"})
+	cfg, err := config.Parse([]byte(`{"mcpServers":{"zap":{"url":"https://${MCP_HOST}/api/${ZAP_API_KEY}/mcp"},
+		"cli":{"command":"srv","args":["--token","${CLI_TOKEN}"]}}}`), "c.json",
+		map[string]string{"MCP_HOST": "mcp.example.com", "ZAP_API_KEY": "zk-9f8e7d6c5b4a", "CLI_TOKEN": "ct-1a2b3c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,8 +20,8 @@ func TestConfigValuesIncludesURLVariables(t *testing.T) {
 		t.Fatalf("url = %q", got)
 	}
 	got := ConfigValues(cfg, nil)
-	if !slices.Contains(got, "zk-9f8e7d6c5b4a") {
-		t.Errorf("the key in the url is not treated as a secret: %v", got)
+	if !slices.Contains(got, "zk-9f8e7d6c5b4a") || !slices.Contains(got, "ct-1a2b3c") {
+		t.Errorf("the key in the url or the token in args is not treated as a secret: %v", got)
 	}
 	if slices.Contains(got, "mcp.example.com") {
 		t.Errorf("the host is treated as a secret: %v", got)
