@@ -216,6 +216,10 @@ func TestUnsetVariableDisablesOnlyItsServer(t *testing.T) {
 	if s := cfg.Servers["off"]; !s.Disabled || s.DisabledReason != "" {
 		t.Errorf("off (disabled in the file): disabled %v reason %q", s.Disabled, s.DisabledReason)
 	}
+	// A server the file disables may have an unresolvable url.
+	if _, err := Parse([]byte(`{"mcpServers":{"u":{"url":"https://${TOOLGATE_TEST_UNSET_HOST}/mcp","disabled":true}}}`), "c.json", nil); err != nil {
+		t.Errorf("disabled server with an unset variable in its url: %v", err)
+	}
 	// A bad url is still an error once its variables resolve.
 	_, err = Parse([]byte(`{"mcpServers":{"u":{"url":"ftp://${H}/"}}}`), "c.json", map[string]string{"H": "h"})
 	if err == nil || !strings.Contains(err.Error(), "scheme must be http or https") {

@@ -143,6 +143,9 @@ type Server struct {
 	// name, so that the redactor can mask those that hold a secret (a key
 	// in a path or an argument). Those of Env and Headers are their values.
 	Vars map[string]string `json:"-"`
+	// unresolved is set when a variable did not resolve: the values are
+	// left as written and the server is disabled.
+	unresolved bool
 	// EnvAllow and EnvDeny (globs) choose what of the gateway's own
 	// environment a stdio server inherits; see secrets.EnvFilter.
 	EnvAllow []string `json:"env_allow,omitempty"`
@@ -347,6 +350,7 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		// warns with the reason and `toolgate config check` fails on it.
 		// A server the file disables needs none of its variables.
 		if err := s.resolve(lookup); err != nil {
+			s.unresolved = true
 			if !s.Disabled {
 				s.Disabled, s.DisabledReason = true, err.Error()
 			}
@@ -507,8 +511,8 @@ func (s *Server) validate() error {
 		s.Transport = TransportStdio
 	default:
 		// A url holding an unset variable cannot be checked; its server is
-		// disabled with that reason already.
-		if err := ValidateURL(s.URL); err != nil && !(s.DisabledReason != "" && strings.Contains(s.URL, "$")) {
+		// disabled, with that reason unless the file disabled it already.
+		if err := ValidateURL(s.URL); err != nil && !s.unresolved {
 			return err
 		}
 		switch s.Transport {
