@@ -37,7 +37,12 @@ func newConfigCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
+	// Shell completion belongs to the root command, not to this one when
+	// it runs on its own.
+	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.AddCommand(newConfigCheckCmd())
 	return cmd
 }
