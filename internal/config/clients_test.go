@@ -330,3 +330,38 @@ func TestCommandAndArgsExpandBracedForms(t *testing.T) {
 		t.Errorf("b: disabled %v reason %q", b.Disabled, b.DisabledReason)
 	}
 }
+
+func TestEnvFile(t *testing.T) {
+	cfg, err := Load(filepath.Join("testdata", "clients", "vscode_mcp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// env wins over the file on the same name.
+	if env := cfg.Servers["fetch"].Env; env["FETCH_USER_AGENT"] != "toolgate-test" || env["FETCH_TIMEOUT"] != "30" {
+		t.Errorf("fetch env = %v", env)
+	}
+	dir := t.TempDir()
+	cfg, err = Parse([]byte(`{"mcpServers":{
+		"missing":{"command":"x","envFile":"nope.env"},
+		"unset":{"command":"x","envFile":"${workspaceFolder}/.env"},
+		"remote":{"url":"https://h/mcp","envFile":"x.env"}
+	}}`), filepath.Join(dir, "config.json"), nil)
+	if err == nil || !strings.Contains(err.Error(), `"envFile"`) || !strings.Contains(err.Error(), "only apply to command servers") {
+		t.Fatalf("envFile on a url server: %v", err)
+	}
+	cfg, err = Parse([]byte(`{"mcpServers":{
+		"missing":{"command":"x","envFile":"nope.env"},
+		"unset":{"command":"x","envFile":"${workspaceFolder}/.env"}
+	}}`), filepath.Join(dir, "config.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"missing": "envFile " + filepath.Join(dir, "nope.env") + ": no such file",
+		"unset":   "envFile: variable $workspaceFolder is not set",
+	} {
+		if s := cfg.Servers[name]; !s.Disabled || !strings.Contains(s.DisabledReason, want) {
+			t.Errorf("%s: disabled %v reason %q, want %q", name, s.Disabled, s.DisabledReason, want)
+		}
+	}
+}

@@ -153,6 +153,10 @@ type Server struct {
 	// Dir is the working directory of a stdio server, relative to the
 	// config's folder (default: the config's folder).
 	Dir string `json:"cwd,omitempty"`
+	// EnvFile is a file of KEY=VALUE lines (VS Code's and Cursor's
+	// "envFile"), relative to the config's folder, whose variables a stdio
+	// server gets beside Env; Env wins on the same name. Parse reads it.
+	EnvFile string `json:"envFile,omitempty"`
 	// Lazy servers are not started until one of their tools is called;
 	// their tools are searchable from the catalogue cache meanwhile.
 	Lazy bool `json:"lazy,omitempty"`
@@ -349,7 +353,11 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		// missing token does not stop every other server; the gateway
 		// warns with the reason and `toolgate config check` fails on it.
 		// A server the file disables needs none of its variables.
-		if err := s.resolve(lookup); err != nil {
+		err := s.resolve(lookup)
+		if err == nil && s.EnvFile != "" && !s.Disabled {
+			err = s.readEnvFile(cfg.Dir)
+		}
+		if err != nil {
 			s.unresolved = true
 			if !s.Disabled {
 				s.Disabled, s.DisabledReason = true, err.Error()
@@ -522,8 +530,8 @@ func (s *Server) validate() error {
 		default:
 			return fmt.Errorf(`unknown transport %q (want "streamable-http" or "sse")`, s.Transport)
 		}
-		if len(s.Args) > 0 || len(s.Env) > 0 || len(s.EnvAllow) > 0 || len(s.EnvDeny) > 0 {
-			return errors.New(`"args", "env", "env_allow" and "env_deny" only apply to command servers`)
+		if len(s.Args) > 0 || len(s.Env) > 0 || len(s.EnvAllow) > 0 || len(s.EnvDeny) > 0 || s.EnvFile != "" {
+			return errors.New(`"args", "env", "envFile", "env_allow" and "env_deny" only apply to command servers`)
 		}
 	}
 	return nil
@@ -587,6 +595,10 @@ func (s *Server) resolve(lookup func(string) (string, bool)) error {
 		}
 		args = append(args, r)
 	}
+	envFile, err := expand(s.EnvFile, lookup, used, true)
+	if err != nil {
+		return fmt.Errorf("envFile: %v", err)
+	}
 	env, err := expandMap("env", s.Env, lookup)
 	if err != nil {
 		return err
@@ -595,9 +607,36 @@ func (s *Server) resolve(lookup func(string) (string, bool)) error {
 	if err != nil {
 		return err
 	}
-	s.URL, s.Command, s.Args, s.Env, s.Headers = url, command, args, env, headers
+	s.URL, s.Command, s.Args, s.EnvFile, s.Env, s.Headers = url, command, args, envFile, env, headers
 	if len(vars) > 0 {
 		s.Vars = vars
+	}
+	return nil
+}
+
+// readEnvFile adds the variables of EnvFile that Env does not set. A file
+// that is missing or does not parse disables the server like an unset
+// variable: the server would start without what it needs.
+func (s *Server) readEnvFile(dir string) error {
+	p := s.EnvFile
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("envFile %s: %v", p, errors.Unwrap(err))
+	}
+	vars, err := ParseKeyValues(data)
+	if err != nil {
+		return fmt.Errorf("envFile %s: %v", p, err)
+	}
+	if s.Env == nil && len(vars) > 0 {
+		s.Env = make(map[string]string, len(vars))
+	}
+	for k, v := range vars {
+		if _, set := s.Env[k]; !set {
+			s.Env[k] = v
+		}
 	}
 	return nil
 }
