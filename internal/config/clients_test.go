@@ -351,7 +351,8 @@ func TestEnvFile(t *testing.T) {
 	}
 	cfg, err = Parse([]byte(`{"mcpServers":{
 		"missing":{"command":"x","envFile":"nope.env"},
-		"unset":{"command":"x","envFile":"${workspaceFolder}/.env"}
+		"unset":{"command":"x","envFile":"${workspaceFolder}/.env"},
+		"device":{"command":"x","envFile":"/dev/zero"}
 	}}`), filepath.Join(dir, "config.json"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -359,6 +360,7 @@ func TestEnvFile(t *testing.T) {
 	for name, want := range map[string]string{
 		"missing": "envFile " + filepath.Join(dir, "nope.env") + ": no such file",
 		"unset":   "envFile: variable $workspaceFolder is not set",
+		"device":  "envFile /dev/zero: not a regular file",
 	} {
 		if s := cfg.Servers[name]; !s.Disabled || !strings.Contains(s.DisabledReason, want) {
 			t.Errorf("%s: disabled %v reason %q, want %q", name, s.Disabled, s.DisabledReason, want)

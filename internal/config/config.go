@@ -622,9 +622,9 @@ func (s *Server) readEnvFile(dir string) error {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(dir, p)
 	}
-	data, err := os.ReadFile(p)
+	data, err := readSmallFile(p, maxEnvFile)
 	if err != nil {
-		return fmt.Errorf("envFile %s: %v", p, errors.Unwrap(err))
+		return fmt.Errorf("envFile %s: %v", p, err)
 	}
 	vars, err := ParseKeyValues(data)
 	if err != nil {
@@ -639,6 +639,30 @@ func (s *Server) readEnvFile(dir string) error {
 		}
 	}
 	return nil
+}
+
+// maxEnvFile bounds an envFile: a path such as /dev/zero must not grow
+// memory without end.
+const maxEnvFile = 1 << 20
+
+// readSmallFile reads the regular file at p, refusing one above max bytes.
+func readSmallFile(p string, max int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, errors.Unwrap(err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("larger than %d bytes", max)
+	}
+	return data, nil
 }
 
 func expandMap(what string, m map[string]string, lookup func(string) (string, bool)) (map[string]string, error) {
