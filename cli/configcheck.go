@@ -248,7 +248,7 @@ func checkFilters(ctx context.Context, cfg *config.Config, log *slog.Logger) []c
 	}
 	for _, it := range items {
 		cf := checkFilter{Key: it.key, Default: it.builtIn, State: checkOK}
-		if err := checkFilter1(ctx, cfg, it.key, it.raw, state, log, &cf); err != nil {
+		if err := checkOneFilter(ctx, cfg, it.key, it.raw, state, log, &cf); err != nil {
 			cf.State, cf.Error = checkError, err.Error()
 		}
 		out = append(out, cf)
@@ -256,7 +256,7 @@ func checkFilters(ctx context.Context, cfg *config.Config, log *slog.Logger) []c
 	return out
 }
 
-func checkFilter1(ctx context.Context, cfg *config.Config, key string, raw json.RawMessage, state string, log *slog.Logger, cf *checkFilter) (err error) {
+func checkOneFilter(ctx context.Context, cfg *config.Config, key string, raw json.RawMessage, state string, log *slog.Logger, cf *checkFilter) (err error) {
 	f, ok := extension.Lookup(key)
 	if !ok {
 		hint := ""

@@ -40,7 +40,9 @@ func didYouMean(key string, known []string) string {
 
 // editDistance is the optimal string alignment distance between a and b
 // (Levenshtein plus transpositions of neighbours), over bytes: keys are
-// ASCII. Inputs are bounded by the caller (JSON keys of a config file).
+// ASCII. Plain Levenshtein (github.com/agnivade/levenshtein, already in the
+// build through OPA) counts a swap of neighbours, the commonest typo
+// ("tpye"), as two edits. Keys longer than 256 bytes are not compared.
 func editDistance(a, b string) int {
 	if len(a) > 256 || len(b) > 256 {
 		return max(len(a), len(b))
