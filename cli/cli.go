@@ -78,6 +78,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...e
 		err = runStatus(ctx, args, stdout, stderr)
 	case "model":
 		err = runModel(ctx, args, stdout, stderr)
+	case "config":
+		err = runConfig(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "toolgate", gateway.Version)
 	case "help", "-h", "--help":

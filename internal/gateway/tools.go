@@ -606,6 +606,11 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 	if _, exists := g.ups.Get(req.ServerName); exists {
 		return 0, fmt.Errorf("a server named %q is already connected; choose another name", req.ServerName)
 	}
+	if conf, ok := g.cfg.Servers[req.ServerName]; ok && conf.DisabledReason != "" {
+		// Its entry holds unresolved variables: connecting would send
+		// "$TOKEN" as a header, and any other URL would impersonate it.
+		return 0, fmt.Errorf("the configured server %q is disabled: %s", req.ServerName, conf.DisabledReason)
+	}
 	if conf, ok := g.cfg.Servers[req.ServerName]; ok && !(conf.IsRemote() && sameURL(conf.URL, req.URL)) {
 		// A configured (e.g. disabled) server's name is not free for a
 		// different URL: that would impersonate it.
