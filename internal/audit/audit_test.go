@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/poison"
 )
@@ -308,6 +309,16 @@ func appendHelper(spec string) int {
 		return 1
 	}
 	defer l.Close()
+	// Every process has opened the log (and read its state) before any
+	// appends: what a process holds in memory is then stale at once.
+	os.WriteFile(parts[0]+".ready."+parts[1], nil, 0o600)
+	if parts[1] == "main" {
+		for _, other := range []string{"proc_a", "proc_b"} {
+			waitFile(parts[0] + ".ready." + other)
+		}
+		os.WriteFile(parts[0]+".go", nil, 0o600)
+	}
+	waitFile(parts[0] + ".go")
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for g := range 4 {
@@ -329,6 +340,14 @@ func appendHelper(spec string) int {
 		return 1
 	}
 	return 0
+}
+
+func waitFile(p string) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+	}
 }
 
 // appendFromProcesses has two OS processes (this test binary run again)
