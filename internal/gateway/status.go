@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -20,6 +21,8 @@ type Status struct {
 	Time       time.Time      `json:"time"`
 	Tools      int            `json:"tools"`
 	Servers    []ServerStatus `json:"servers"`
+	// Audit is the audit chain's last record (absent when auditing is off).
+	Audit *audit.Head `json:"audit,omitempty"`
 }
 
 // ServerStatus is one upstream's state plus the number of its tools in the
@@ -42,6 +45,10 @@ func (g *Gateway) Status() Status {
 		us := s.Status()
 		us.LastError = g.redact.String(us.LastError)
 		st.Servers = append(st.Servers, ServerStatus{Status: us, Tools: perServer[us.Name]})
+	}
+	if g.audit != nil {
+		h := g.audit.Head()
+		st.Audit = &h
 	}
 	return st
 }
