@@ -21,7 +21,7 @@ import (
 // file's path (or any path of the state folder); the operator's log has it.
 func TestAuditFailureMessageHasNoPath(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(g *Gateway)
 	}{
 		{"closed", func(g *Gateway) { g.audit.Close() }},
