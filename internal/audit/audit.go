@@ -7,7 +7,7 @@
 // or two gateways on one state folder): every append takes an exclusive
 // flock on PATH.lock, re-reads the chain's tail if another process wrote
 // since, and continues from there. The last sequence number and hash are
-// kept in a checkpoint (PATH.checkpoint, replaced atomically under the same
+// kept in a checkpoint (PATH.checkpoint, rewritten whole under the same
 // lock) so that a removed tail, an emptied or a deleted log is caught too.
 // The log rotates by size into PATH.<first seq>, the chain continuing
 // across files.
@@ -94,6 +94,7 @@ type Log struct {
 
 	mu   sync.Mutex // one append at a time in this process; the flock orders processes
 	lock *os.File   // PATH.lock, flocked around every append
+	ck   *os.File   // PATH.checkpoint
 	f    *os.File   // the current file, O_APPEND
 	end  int64      // f's size after this process's last write; -1 when unknown
 	seq  uint64
@@ -148,6 +149,11 @@ func Open(path string, opts Options) (*Log, error) {
 	if err := flock(lock, syscall.LOCK_EX); err != nil {
 		lock.Close()
 		return nil, err
+	}
+	if l.ck, err = os.OpenFile(checkpointPath(path), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		flock(lock, syscall.LOCK_UN)
+		lock.Close()
+		return nil, fmt.Errorf("audit: %v", err)
 	}
 	defer flock(lock, syscall.LOCK_UN)
 	if _, err := l.catchUp(true); err != nil {
@@ -226,7 +232,7 @@ func (l *Log) Append(e Event) error {
 		}
 	}
 	l.seq, l.prev = e.Seq, hash
-	if err := writeCheckpoint(l.path, checkpoint{Seq: l.seq, Hash: l.prev, First: l.first}, l.sync); err != nil {
+	if err := writeCheckpoint(l.ck, checkpoint{Seq: l.seq, Hash: l.prev, First: l.first}, l.sync); err != nil {
 		return err
 	}
 	l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
@@ -258,6 +264,9 @@ func (l *Log) catchUp(opening bool) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := l.reopenCheckpoint(); err != nil {
+		return 0, err
+	}
 	ck, err := readCheckpoint(l.path)
 	if err != nil {
 		return 0, err
@@ -279,7 +288,7 @@ func (l *Log) catchUp(opening bool) (int64, error) {
 			return 0, err
 		}
 		l.first = first
-		if err := writeCheckpoint(l.path, checkpoint{Seq: seq, Hash: hash, First: first}, l.sync); err != nil {
+		if err := writeCheckpoint(l.ck, checkpoint{Seq: seq, Hash: hash, First: first}, l.sync); err != nil {
 			return 0, err
 		}
 		l.log.Warn("audit: the log had no checkpoint; one was created at its current end (records removed from its end before now cannot be detected)", "path", l.path, "seq", seq)
@@ -322,6 +331,24 @@ func (l *Log) reopenIfMoved() error {
 		l.f.Close()
 	}
 	l.f, l.end = f, -1
+	return nil
+}
+
+// reopenCheckpoint makes sure the checkpoint written is the one at the
+// path (it may have been deleted or replaced since it was opened).
+func (l *Log) reopenCheckpoint() error {
+	p := checkpointPath(l.path)
+	if pst, err := os.Stat(p); err == nil {
+		if fst, err := l.ck.Stat(); err == nil && os.SameFile(pst, fst) {
+			return nil
+		}
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit: %v", err)
+	}
+	l.ck.Close()
+	l.ck = f
 	return nil
 }
 
@@ -381,6 +408,10 @@ func (l *Log) close() error {
 	if l.f != nil {
 		err = l.f.Close()
 		l.f = nil
+	}
+	if l.ck != nil {
+		l.ck.Close()
+		l.ck = nil
 	}
 	if l.lock != nil {
 		l.lock.Close()
