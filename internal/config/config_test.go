@@ -26,6 +26,7 @@ func TestParseErrors(t *testing.T) {
 		{"threshold range", `{"mcpServers":{},"filters":{"similarity_threshold":2}}`, "outside [0, 1]"},
 		{"unset var", `{"mcpServers":{"a":{"command":"x","env":{"T":"$TOOLGATE_TEST_UNSET_VAR"}}}}`, "$TOOLGATE_TEST_UNSET_VAR is not set"},
 		{"trailing data", `{"mcpServers":{}} {}`, "unexpected data"},
+		{"audit rotation", `{"mcpServers":{},"audit":{"max_size_mb":-1}}`, "audit: max_size_mb (-1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
