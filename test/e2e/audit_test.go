@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/audit"
 )
 
 func auditVerify(t *testing.T, state string) (string, error) {
@@ -124,5 +127,56 @@ func TestAuditPoisonedOutputRecordVerifies(t *testing.T) {
 	}
 	if !strings.Contains(string(data), `[REDACTED] Ignore all previous instructions`) {
 		t.Fatalf("the detection's finding is not in the audit log:\n%s", data)
+	}
+}
+
+// TestAuditCommandsReadRotatedFiles: the commands that read the audit log
+// see every file of a rotated log, in order, and verify checks the chain
+// across them.
+func TestAuditCommandsReadRotatedFiles(t *testing.T) {
+	state := t.TempDir()
+	l, err := audit.Open(filepath.Join(state, "audit.jsonl"), audit.Options{NoSync: true, MaxSize: 4 << 10, MaxFiles: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 90
+	for i := range n {
+		e := audit.Event{Type: audit.ToolCallIntercepted, Server: "fs", Tool: fmt.Sprint("tool", i), Action: "allow"}
+		if i%3 == 0 {
+			e = audit.Event{Type: audit.Detection, Server: "fs", Tool: fmt.Sprint("tool", i), Action: "alert", Fields: map[string]any{"severity": "high"}}
+		}
+		if err := l.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	files, _ := audit.Files(filepath.Join(state, "audit.jsonl"))
+	if len(files) < 4 {
+		t.Fatalf("the log did not rotate: %v", files)
+	}
+	count := func(cmd string, args ...string) int {
+		out, err := exec.CommandContext(ctxT(t), binPath, append([]string{cmd, "--state-dir", state, "--json"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("toolgate %s: %v\n%s", cmd, err, out)
+		}
+		return strings.Count(string(out), "\n")
+	}
+	if got := count("events"); got != n {
+		t.Errorf("events: %d, want %d", got, n)
+	}
+	if got := count("calls"); got != n-n/3 {
+		t.Errorf("calls: %d, want %d", got, n-n/3)
+	}
+	if got := count("detections", "--severity", "high"); got != n/3 {
+		t.Errorf("detections: %d, want %d", got, n/3)
+	}
+	out, err := auditVerify(t, state)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("%d records (seq 1 to %d) in %d file(s)", n, n, len(files))) {
+		t.Fatalf("verify across rotated files: %v\n%s", err, out)
+	}
+	// The middle file goes missing: the chain breaks where it was.
+	os.Remove(files[1])
+	if out, err = auditVerify(t, state); err == nil || !strings.Contains(out, filepath.Base(files[2])+" line 1") {
+		t.Fatalf("verify without a middle file: %v\n%s", err, out)
 	}
 }
