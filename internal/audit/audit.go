@@ -302,7 +302,8 @@ func (l *Log) catchUp(opening bool) (int64, error) {
 		if tailFile != "" {
 			where = tailFile
 		}
-		return 0, fmt.Errorf("audit: %s ends at seq %d (hash %.12s) but %s says seq %d (hash %.12s): records were removed or the file was replaced; "+
+		return 0, fmt.Errorf("audit: %s ends at seq %d (hash %.12s) but %s says seq %d (hash %.12s): records were removed or the file was replaced "+
+			"(or, with fsync off, the machine stopped before they reached the disk); "+
 			"run `toolgate audit verify`, and to start a new chain move the log files and the checkpoint aside",
 			where, seq, hash, checkpointPath(l.path), ck.Seq, ck.Hash)
 	}
