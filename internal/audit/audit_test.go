@@ -298,12 +298,14 @@ func TestMain(m *testing.M) {
 }
 
 // appendHelper appends N records from 4 goroutines as process NAME to
-// PATH, rotating at MAXSIZE bytes ("PATH|NAME|N|MAXSIZE").
+// PATH, rotating at MAXSIZE bytes and keeping MAXFILES files
+// ("PATH|NAME|N|MAXSIZE|MAXFILES").
 func appendHelper(spec string) int {
 	parts := strings.Split(spec, "|")
 	n, _ := strconv.Atoi(parts[2])
 	maxSize, _ := strconv.ParseInt(parts[3], 10, 64)
-	l, err := Open(parts[0], Options{NoSync: true, MaxSize: maxSize, MaxFiles: 1000})
+	maxFiles, _ := strconv.Atoi(parts[4])
+	l, err := Open(parts[0], Options{NoSync: true, MaxSize: maxSize, MaxFiles: maxFiles})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -352,9 +354,11 @@ func waitFile(p string) {
 
 // appendFromProcesses has two OS processes (this test binary run again)
 // and this one append per records each to the log at p at once.
-func appendFromProcesses(t *testing.T, p string, per int, maxSize int64) {
+// The chain must verify to its last record, and hold every record unless
+// rotation deleted old files.
+func appendFromProcesses(t *testing.T, p string, per int, maxSize int64, maxFiles int) Report {
 	t.Helper()
-	spec := func(name string) string { return fmt.Sprintf("%s|%s|%d|%d", p, name, per, maxSize) }
+	spec := func(name string) string { return fmt.Sprintf("%s|%s|%d|%d|%d", p, name, per, maxSize, maxFiles) }
 	var cmds []*exec.Cmd
 	var outs []*strings.Builder
 	for _, name := range []string{"proc_a", "proc_b"} {
@@ -377,14 +381,24 @@ func appendFromProcesses(t *testing.T, p string, per int, maxSize int64) {
 		t.Fatal("appending in the test process failed")
 	}
 	rep, err := Verify(p)
-	if err != nil || rep.Records != 3*per || rep.Last != uint64(3*per) {
+	if err != nil || rep.Last != uint64(3*per) {
 		t.Fatalf("Verify after concurrent appends by 3 processes = %+v, %v", rep, err)
+	}
+	if rep.Files > maxFiles {
+		t.Fatalf("rotation kept %d files, want at most %d", rep.Files, maxFiles)
+	}
+	if rep.First > 1 {
+		return rep // rotation deleted the oldest records
+	}
+	if rep.Records != 3*per {
+		t.Fatalf("Verify found %d records, want %d", rep.Records, 3*per)
 	}
 	by := map[string]int{}
 	Read(p, func(e *Event) error { by[e.Server]++; return nil })
 	if by["proc_a"] != per || by["proc_b"] != per || by["main"] != per {
 		t.Fatalf("records per process: %v", by)
 	}
+	return rep
 }
 
 // TestProcessesAppendConcurrently: three processes append to one log at
@@ -392,7 +406,7 @@ func appendFromProcesses(t *testing.T, p string, per int, maxSize int64) {
 // must be caught and named.
 func TestProcessesAppendConcurrently(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "audit.jsonl")
-	appendFromProcesses(t, p, 200, -1)
+	appendFromProcesses(t, p, 200, -1, 1)
 	for _, tt := range tamperings {
 		t.Run(tt.name, func(t *testing.T) {
 			cp := copyLog(t, p)
@@ -417,9 +431,13 @@ func TestProcessesAppendConcurrently(t *testing.T) {
 // small files, rotating under each other; the chain continues across them.
 func TestProcessesRotateConcurrently(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "audit.jsonl")
-	appendFromProcesses(t, p, 200, 4<<10)
-	if files, _ := Files(p); len(files) < 3 {
-		t.Fatalf("only %d files: the test did not rotate", len(files))
+	if rep := appendFromProcesses(t, p, 200, 4<<10, 1000); rep.Files < 3 {
+		t.Fatalf("only %d files: the test did not rotate", rep.Files)
+	}
+	// And deleting the oldest files under each other.
+	p = filepath.Join(t.TempDir(), "audit.jsonl")
+	if rep := appendFromProcesses(t, p, 200, 4<<10, 3); rep.First == 1 {
+		t.Fatalf("no file was deleted: %+v", rep)
 	}
 }
 
