@@ -221,8 +221,10 @@ func scan(r io.Reader, fn func(line int, raw []byte) error) error {
 	line := 0
 	for {
 		raw, err := br.ReadBytes('\n')
+		if len(raw) > 0 {
+			line++ // blank lines count, so the number is the one an editor shows
+		}
 		if t := bytes.TrimRight(raw, "\r\n"); len(bytes.TrimSpace(t)) > 0 {
-			line++
 			if ferr := fn(line, t); ferr != nil {
 				return ferr
 			}
