@@ -144,6 +144,9 @@ func Verify(path string) (Report, error) {
 			}
 			return &BrokenError{File: file, Line: line, Reason: reason}
 		}
+		if e.Seq == 0 {
+			return &BrokenError{File: file, Line: line, Reason: "not a valid record: seq 0"}
+		}
 		switch {
 		case rep.Records == 0 && e.Seq == 1:
 			if e.Prev != genesis {
