@@ -80,6 +80,7 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzProcessorAnswers -fuzztime=$(FUZZTIME) ./extensions/extmcp
 	$(GO) test -run=^$$ -fuzz=FuzzSimilarity -fuzztime=$(FUZZTIME) ./extensions/typosquat
 	$(GO) test -run=^$$ -fuzz=FuzzDescriptionClaim -fuzztime=$(FUZZTIME) ./extensions/shadow
+	$(GO) test -run=^$$ -fuzz=FuzzVerify -fuzztime=$(FUZZTIME) ./internal/audit
 
 bench: deps
 	$(GO) run ./bench/latency

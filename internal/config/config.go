@@ -69,6 +69,11 @@ type Audit struct {
 	// a record still reaches the kernel before the call returns, which
 	// survives kill -9 but not a power cut.
 	Fsync bool `json:"fsync,omitempty"`
+	// MaxSizeMB rotates the log when it would grow past this many MiB
+	// (default 64); MaxFiles is how many files are kept, the current one
+	// included (default 8).
+	MaxSizeMB int `json:"max_size_mb,omitempty"`
+	MaxFiles  int `json:"max_files,omitempty"`
 }
 
 // On reports whether the audit log is enabled.
@@ -389,6 +394,9 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		}
 		if cfg.Audit.Path != "" && !filepath.IsAbs(cfg.Audit.Path) {
 			cfg.Audit.Path = filepath.Join(cfg.Dir, cfg.Audit.Path)
+		}
+		if cfg.Audit.MaxSizeMB < 0 || cfg.Audit.MaxFiles < 0 {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("audit: max_size_mb (%d) and max_files (%d) must be positive (0: the default)", cfg.Audit.MaxSizeMB, cfg.Audit.MaxFiles)}
 		}
 	}
 	if err := cfg.Search.validate(cfg.Dir); err != nil {

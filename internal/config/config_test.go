@@ -25,6 +25,7 @@ func TestParseErrors(t *testing.T) {
 		{"threshold type", `{"mcpServers":{},"filters":{"similarity_threshold":"high"}}`, "similarity_threshold: want a number"},
 		{"threshold range", `{"mcpServers":{},"filters":{"similarity_threshold":2}}`, "outside [0, 1]"},
 		{"trailing data", `{"mcpServers":{}} {}`, "unexpected data"},
+		{"audit rotation", `{"mcpServers":{},"audit":{"max_size_mb":-1}}`, "audit: max_size_mb (-1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

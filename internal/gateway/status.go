@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -21,6 +22,8 @@ type Status struct {
 	Time       time.Time      `json:"time"`
 	Tools      int            `json:"tools"`
 	Servers    []ServerStatus `json:"servers"`
+	// Audit is the audit chain's last record (absent when auditing is off).
+	Audit *audit.Head `json:"audit,omitempty"`
 }
 
 // ServerStatus is one upstream's state plus the number of its tools in the
@@ -59,6 +62,10 @@ func (g *Gateway) Status() Status {
 		st.Servers = append(st.Servers, ServerStatus{Status: upstream.Status{
 			Name: name, State: StateDisabled, Transport: s.Transport, LastError: g.redact.String(s.DisabledReason),
 		}})
+	}
+	if g.audit != nil {
+		h := g.audit.Head()
+		st.Audit = &h
 	}
 	return st
 }

@@ -498,7 +498,9 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, sen
 	// The allow decision is recorded before the call runs; a call that
 	// cannot be recorded does not run.
 	if err := g.intercepted(ctx, req, "allow", ""); err != nil {
-		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user (%v).", req.ToolName, err), nil
+		// The error (logged by intercepted) names files: it stays in the
+		// operator's log.
+		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName), nil
 	}
 	start := time.Now()
 	res, err := send(ctx, srv, t.Name)
