@@ -145,6 +145,7 @@ Serve it with "toolgate serve --config FILE" (stdio), or add
 // unknownCommand is the error for an argument where a command was
 // expected, with cobra's did-you-mean suggestions.
 func unknownCommand(cmd *cobra.Command, name string) error {
+	cmd.SuggestionsMinimumDistance = 2
 	msg := fmt.Sprintf("unknown command %q", name)
 	if s := cmd.SuggestionsFor(name); len(s) > 0 {
 		msg += fmt.Sprintf("; did you mean %q?", s[0])
@@ -162,6 +163,7 @@ func groupRun(cmd *cobra.Command, args []string) error {
 		}
 	}
 	if len(args) > 0 {
+		cmd.SuggestionsMinimumDistance = 2
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 			return usageError{fmt.Errorf("unknown subcommand %q; did you mean %q?", args[0], s[0])}
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	_ "github.com/toolgate/toolgate/extensions/all"
 )
 
 // envTestServer makes the test binary an MCP server over stdio instead of
