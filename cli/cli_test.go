@@ -471,3 +471,32 @@ func TestServeRefusesNonLoopbackWithoutFlag(t *testing.T) {
 		l.Close()
 	}
 }
+
+func TestTestServerArguments(t *testing.T) {
+	cfg := testConfig(t, nil, nil)
+	// The name before the flags.
+	r := runCLI(t, "", "test-server", "fs", "--config", cfg, "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"ok": true`) || !strings.Contains(r.stdout, "read_file") {
+		t.Fatalf("test-server NAME --config: %v", r)
+	}
+	// Everything after "--" is the command, flags included. The server's
+	// environment is filtered, so a script sets the variable.
+	script := filepath.Join(t.TempDir(), "server.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"+envTestServer+"=1 exec \""+os.Args[0]+"\" \"$@\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, "", "test-server", "--timeout", "30s", "--", script, "-test.run=^$", "-test.v")
+	if r.code != 0 || !strings.Contains(r.stdout, "ok, 4 tool(s)") {
+		t.Fatalf("test-server -- COMMAND: %v", r)
+	}
+	for _, args := range [][]string{
+		{"test-server", "--"},
+		{"test-server", "fs", "--", "cmd"},
+		{"test-server", "--url", "http://127.0.0.1:1/mcp", "fs"},
+		{"test-server", "--config", cfg},
+	} {
+		if r := runCLI(t, "", args...); r.code != 2 {
+			t.Errorf("%v: want exit 2, got %v", args, r)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 // Set at link time by release builds (make release), overriding what the
@@ -76,11 +77,16 @@ func buildVersion() versionInfo {
 var setVersionOnce sync.Once
 
 // setGatewayVersion makes the gateway report the binary's version to MCP
-// clients, unless the embedding program already set one.
+// clients and upstream servers, unless the embedding program already set
+// one.
 func setGatewayVersion() {
 	setVersionOnce.Do(func() {
+		v := buildVersion().Version
 		if gateway.Version == "dev" {
-			gateway.Version = buildVersion().Version
+			gateway.Version = v
+		}
+		if upstream.Version == "dev" {
+			upstream.Version = v
 		}
 	})
 }
