@@ -144,8 +144,8 @@ func newEventsCmd(name, kind string) *cobra.Command {
 	if kind == "" {
 		fl.StringVar(&f.typ, "type", "", "only this event type (e.g. tool_call_intercepted)")
 	}
-	fl.Var(newEnum(&f.action, "", actions...), "action", "only this action: "+orList(actions))
-	fl.Var(newEnum(&f.severity, "", severities...), "severity", "only this severity or worse: "+orList(severities))
+	enumFlag(cmd, &f.action, "action", "", "only this action: "+orList(actions), actions...)
+	enumFlag(cmd, &f.severity, "severity", "", "only this severity or worse: "+orList(severities), severities...)
 	fl.Var(newDuration(&f.since, 0), "since", "only events this recent (e.g. 30m, 1h, 7d)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON lines")
 	return cmd

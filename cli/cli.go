@@ -209,7 +209,7 @@ type common struct {
 // point and whose progress is noise.
 func (c *common) register(cmd *cobra.Command, defaultLevel string) {
 	c.registerState(cmd, "config file (else $TOOLGATE_CONFIG, ~/.config/toolgate/config.json, ./config.json)")
-	cmd.Flags().Var(newEnum(&c.logLevel, defaultLevel, "debug", "info", "warn", "error"), "log-level", "log level: debug, info, warn or error; logs go to stderr")
+	enumFlag(cmd, &c.logLevel, "log-level", defaultLevel, "log level: debug, info, warn or error; logs go to stderr", "debug", "info", "warn", "error")
 }
 
 // registerState adds --config and --state-dir only, for the commands that

@@ -500,3 +500,11 @@ func TestTestServerArguments(t *testing.T) {
 		}
 	}
 }
+
+// Shell completion offers an enum flag's values.
+func TestCompletionOffersEnumValues(t *testing.T) {
+	r := runCLI(t, "", "__complete", "events", "--severity", "")
+	if r.code != 0 || !strings.Contains(r.stdout, "critical") || !strings.Contains(r.stdout, "medium") {
+		t.Fatalf("completion of --severity: %v", r)
+	}
+}

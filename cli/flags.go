@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // enumValue is a string flag that accepts one of a fixed set of values
@@ -18,6 +20,13 @@ type enumValue struct {
 func newEnum(p *string, def string, allowed ...string) *enumValue {
 	*p = def
 	return &enumValue{p: p, allowed: allowed}
+}
+
+// enumFlag adds an enum flag to cmd, with its values offered by shell
+// completion.
+func enumFlag(cmd *cobra.Command, p *string, name, def, usage string, allowed ...string) {
+	cmd.Flags().Var(newEnum(p, def, allowed...), name, usage)
+	_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(allowed, cobra.ShellCompDirectiveNoFileComp))
 }
 
 func (e *enumValue) String() string { return *e.p }

@@ -49,7 +49,7 @@ the command then exits with status 1.`,
 			return runScan(cmd.Context(), kind, cfgPath, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().Var(newEnum(&kind, "definition", "definition", "output"), "kind", "what each line holds: definition (a tool definition or description) or output (a tool result text)")
+	enumFlag(cmd, &kind, "kind", "definition", "what each line holds: definition (a tool definition or description) or output (a tool result text)", "definition", "output")
 	cmd.Flags().StringVar(&cfgPath, "config", "", "a toolgate config (the detector of its filters.tool_poisoning or filters.output_poisoning is used) or a detector object alone")
 	_ = cmd.MarkFlagFilename("config", "json")
 	return cmd

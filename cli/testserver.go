@@ -76,7 +76,7 @@ as --url. The exit status says whether it worked.`,
 	f.register(cmd, "warn")
 	fl := cmd.Flags()
 	fl.StringVar(&f.url, "url", "", "test a remote server at this URL instead")
-	fl.Var(newEnum(&f.transport, "", config.TransportStreamableHTTP, config.TransportSSE), "transport", `with --url: "streamable-http" (default, falling back to SSE) or "sse"`)
+	enumFlag(cmd, &f.transport, "transport", "", `with --url: "streamable-http" (default, falling back to SSE) or "sse"`, config.TransportStreamableHTTP, config.TransportSSE)
 	fl.Var(newDuration(&f.timeout, upstream.DefaultConnectTimeout), "timeout", "how long starting and listing may take")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 	return cmd
