@@ -118,6 +118,27 @@ Serve it with "toolgate serve --config FILE" (stdio), or add
 		},
 	}
 	root.SetVersionTemplate("toolgate {{.Version}}\n")
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				name := strings.Join(args, " ")
+				return unknownCommand(root, name)
+			}
+			return c.Help()
+		},
+		ValidArgsFunction: func(_ *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+			var names []string
+			for _, c := range root.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+	})
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newServeCmd(exts),
@@ -146,6 +167,7 @@ Serve it with "toolgate serve --config FILE" (stdio), or add
 // expected, with cobra's did-you-mean suggestions.
 func unknownCommand(cmd *cobra.Command, name string) error {
 	cmd.SuggestionsMinimumDistance = 2
+	cmd.Commands() // sorts them, so the suggestion does not depend on the order they were added
 	msg := fmt.Sprintf("unknown command %q", name)
 	if s := cmd.SuggestionsFor(name); len(s) > 0 {
 		msg += fmt.Sprintf("; did you mean %q?", s[0])

@@ -508,3 +508,9 @@ func TestCompletionOffersEnumValues(t *testing.T) {
 		t.Fatalf("completion of --severity: %v", r)
 	}
 }
+
+func TestHelpUnknownTopic(t *testing.T) {
+	if r := runCLI(t, "", "help", "serch"); r.code != 2 || !strings.Contains(r.stderr, `unknown command "serch"; did you mean "search"?`) {
+		t.Fatalf("help of an unknown command: %v", r)
+	}
+}
