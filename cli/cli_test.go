@@ -514,3 +514,16 @@ func TestHelpUnknownTopic(t *testing.T) {
 		t.Fatalf("help of an unknown command: %v", r)
 	}
 }
+
+// Earlier releases served when given flags alone; MCP client configs
+// written for them keep working.
+func TestFlagsWithoutCommandMeanServe(t *testing.T) {
+	cfg := testConfig(t, nil, nil)
+	r := runCLI(t, "", "--config", cfg, "--listen", "0.0.0.0:0")
+	if r.code != 2 || !strings.HasPrefix(r.stderr, "toolgate serve: --listen 0.0.0.0:0 is not a loopback address") {
+		t.Fatalf("flags without a command: %v", r)
+	}
+	if r := runCLI(t, "", "tools", "--no-such-flag"); r.code != 2 || !strings.Contains(r.stderr, "unknown flag: --no-such-flag") {
+		t.Fatalf("unknown flag: %v", r)
+	}
+}
