@@ -7,7 +7,15 @@ LISTEN  ?= 127.0.0.1:8787
 CONFIG  ?= examples/config.json
 BIN     := bin/toolgate
 
-.PHONY: all build run run-stdio deps model verify-model test e2e unit lint fuzz bench bench-retrieval generate check-generated conformance clean
+# Version stamping for release builds (see cli/version.go); a plain
+# `go build` reads the same facts from Go's build info instead.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE    ?= $(shell git log -1 --format=%cI 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -s -w -X github.com/toolgate/toolgate/cli.version=$(VERSION) -X github.com/toolgate/toolgate/cli.commit=$(COMMIT) -X github.com/toolgate/toolgate/cli.date=$(DATE)
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+.PHONY: all build run run-stdio deps model verify-model test e2e unit lint staticcheck fuzz bench bench-retrieval generate check-generated conformance release clean
 
 all: build
 
@@ -57,6 +65,11 @@ lint:
 	$(GO) vet ./...
 	cd examples/audit-extension && $(GO) vet . && $(GO) mod tidy -diff
 
+# Not yet part of lint: the codebase has findings outside cli/ (see the
+# issue 13 notes). go install honnef.co/go/tools/cmd/staticcheck@latest
+staticcheck:
+	staticcheck ./...
+
 # Regenerate the ExtMCP gRPC code from proto/ (needs protoc: apt-get install protobuf-compiler).
 generate:
 	scripts/generate.sh
@@ -89,5 +102,17 @@ bench: deps
 bench-retrieval: deps
 	$(GO) run ./bench/retrieval
 
+# Static binaries (no cgo) for each of $(PLATFORMS) in dist/, stamped with
+# $(VERSION), $(COMMIT) and $(DATE), and their SHA256SUMS.
+release:
+	rm -rf dist && mkdir -p dist
+	@set -e; for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; out=dist/toolgate-$(VERSION)-$$os-$$arch; \
+		echo "build $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $$out ./cmd/toolgate; \
+	done
+	cd dist && if command -v sha256sum >/dev/null; then sha256sum toolgate-*; else shasum -a 256 toolgate-*; fi > SHA256SUMS
+	@cat dist/SHA256SUMS
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -1,14 +1,17 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
@@ -33,17 +36,29 @@ func auditPath(configFlag, stateFlag string) (string, error) {
 	return filepath.Join(dir, "audit.jsonl"), nil
 }
 
-func runAudit(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "verify" {
-		return usageError{errors.New("usage: toolgate audit verify [--state-dir DIR] [--config FILE]")}
+func newAuditCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Check the audit log",
+		Args:  usageArgs(cobra.ArbitraryArgs),
+		RunE:  groupRun,
 	}
-	fs := newFlagSet("audit verify", stderr)
-	cfgFlag := fs.String("config", "", "config file (for audit.path)")
-	state := fs.String("state-dir", "", "state directory")
-	if err := parse(fs, args[1:]); err != nil {
-		return err
+	var c common
+	verify := &cobra.Command{
+		Use:   "verify",
+		Short: "Check the audit log's hash chain",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAuditVerify(&c, cmd.OutOrStdout())
+		},
 	}
-	p, err := auditPath(*cfgFlag, *state)
+	c.registerState(verify, "config file (for audit.path)")
+	cmd.AddCommand(verify)
+	return cmd
+}
+
+func runAuditVerify(c *common, stdout io.Writer) error {
+	p, err := auditPath(c.config, c.stateDir)
 	if err != nil {
 		return err
 	}
@@ -98,33 +113,61 @@ func severityAtLeast(s, min string) bool {
 	return severityRank[s] >= severityRank[min] && severityRank[s] > 0
 }
 
-// runEvents lists audit events. kind fixes the type for the calls and
-// detections commands.
-func runEvents(_ context.Context, name, kind string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet(name, stderr)
-	cfgFlag := fs.String("config", "", "config file (for audit.path)")
-	state := fs.String("state-dir", "", "state directory")
+// actions and severities are the values --action and --severity take.
+var (
+	actions    = []string{"allow", "block", "alert", "error", "ok"}
+	severities = []string{"low", "medium", "high", "critical"}
+)
+
+// newEventsCmd builds the events command and its narrowed forms: kind
+// fixes the event type for calls and detections.
+func newEventsCmd(name, kind string) *cobra.Command {
+	var c common
 	var f eventFilter
-	fs.StringVar(&f.session, "session", "", "only this session")
+	var asJSON bool
+	short := map[string]string{
+		"events":     "Read the audit log",
+		"calls":      "Call decisions from the audit log",
+		"detections": "Detections from the audit log",
+	}[name]
+	cmd := &cobra.Command{
+		Use:   name,
+		Short: short,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kind != "" {
+				f.typ = kind
+			}
+			return runEvents(&c, f, asJSON, cmd.OutOrStdout())
+		},
+	}
+	c.registerState(cmd, "config file (for audit.path)")
+	fl := cmd.Flags()
+	fl.StringVar(&f.session, "session", "", "only this session (its full id or a unique prefix)")
 	if kind == "" {
-		fs.StringVar(&f.typ, "type", "", "only this event type (e.g. tool_call_intercepted)")
+		fl.StringVar(&f.typ, "type", "", "only this event type (e.g. tool_call_intercepted)")
 	}
-	fs.StringVar(&f.action, "action", "", "only this action (allow, block, alert)")
-	fs.StringVar(&f.severity, "severity", "", "only this severity or worse (low, medium, high, critical)")
-	fs.DurationVar(&f.since, "since", 0, "only events this recent (e.g. 1h)")
-	asJSON := fs.Bool("json", false, "print JSON lines")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if kind != "" {
-		f.typ = kind
-	}
-	p, err := auditPath(*cfgFlag, *state)
+	enumFlag(cmd, &f.action, "action", "", "only this action: "+orList(actions), actions...)
+	enumFlag(cmd, &f.severity, "severity", "", "only this severity or worse: "+orList(severities), severities...)
+	fl.Var(newDuration(&f.since, 0), "since", "only events this recent (e.g. 30m, 1h, 7d)")
+	fl.BoolVar(&asJSON, "json", false, "print JSON lines")
+	return cmd
+}
+
+// runEvents lists audit events, one a line, with session ids in full so
+// they can be pasted into `policy generate --session`.
+func runEvents(c *common, f eventFilter, asJSON bool, stdout io.Writer) error {
+	p, err := auditPath(c.config, c.stateDir)
 	if err != nil {
 		return err
 	}
 	if files, err := audit.Files(p); err != nil || len(files) == 0 {
 		return fmt.Errorf("no audit log at %s (is auditing on, and is this the gateway's --state-dir?)", p)
+	}
+	if f.session != "" {
+		if f.session, err = resolveSession(p, f.session); err != nil {
+			return err
+		}
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -133,10 +176,10 @@ func runEvents(_ context.Context, name, kind string, args []string, stdout, stde
 		if !f.match(e, now) {
 			return nil
 		}
-		if *asJSON {
+		if asJSON {
 			return enc.Encode(e)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format(time.DateTime), e.Type, joinNonEmpty(e.Server, e.Tool), e.Action, e.Reason, shortSession(e.Session))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format(time.DateTime), e.Type, orDash(joinNonEmpty(e.Server, e.Tool)), orDash(e.Action), orDash(e.Reason), orDash(e.Session))
 		return nil
 	})
 	if err != nil {
@@ -145,16 +188,47 @@ func runEvents(_ context.Context, name, kind string, args []string, stdout, stde
 	return tw.Flush()
 }
 
+// resolveSession finds the one session in the audit log at path whose id
+// is prefix or starts with it.
+func resolveSession(path, prefix string) (string, error) {
+	// A few candidates are enough to call a prefix ambiguous; the log may
+	// hold millions of sessions.
+	matches := map[string]bool{}
+	exact := false
+	err := audit.Read(path, func(e *audit.Event) error {
+		switch {
+		case e.Session == prefix:
+			exact = true
+		case e.Session != "" && strings.HasPrefix(e.Session, prefix) && len(matches) < 5:
+			matches[e.Session] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if exact {
+		return prefix, nil
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("no session %q in %s (list sessions with `toolgate events`)", prefix, path)
+	case 1:
+		for s := range matches {
+			return s, nil
+		}
+	}
+	ids := make([]string, 0, len(matches))
+	for s := range matches {
+		ids = append(ids, s)
+	}
+	sort.Strings(ids)
+	return "", fmt.Errorf("session prefix %q is ambiguous: it matches %s; give more of the id", prefix, strings.Join(ids, ", "))
+}
+
 func joinNonEmpty(server, tool string) string {
 	if tool == "" {
 		return server
 	}
 	return server + "__" + tool
-}
-
-func shortSession(s string) string {
-	if len(s) > 16 {
-		return s[:16] + "…"
-	}
-	return s
 }

@@ -6,7 +6,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,8 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
@@ -33,8 +34,14 @@ func Main(exts ...extension.Extension) {
 	os.Exit(code)
 }
 
-// Run runs one command and returns the process exit code.
+// Run runs one command and returns the process exit code: 0 on success, 1
+// when the command failed, 2 when it was called wrongly (unknown command or
+// flag, a bad flag value, missing or extra arguments).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...extension.Extension) int {
+	return run(ctx, args, os.Stdin, stdout, stderr, exts)
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, exts []extension.Extension) int {
 	// TOOLGATE_CPUPROFILE=FILE writes a CPU profile of the whole run to FILE.PID, for
 	// the latency benchmarks (bench/latency).
 	if p := os.Getenv("TOOLGATE_CPUPROFILE"); p != "" {
@@ -42,125 +49,197 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...e
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
-	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	setGatewayVersion()
+	root := newRootCmd(exts)
+	root.SetArgs(defaultToServe(args, stdin))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetIn(stdin)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
 	}
-	var err error
-	switch cmd {
-	case "serve":
-		err = runServe(ctx, args, stderr, exts)
-	case "tools":
-		err = runTools(ctx, args, stdout, stderr, exts)
-	case "search":
-		err = runSearch(ctx, args, stdout, stderr, exts)
-	case "index":
-		err = runIndex(ctx, args, stdout, stderr, exts)
-	case "scan":
-		err = runScan(ctx, args, os.Stdin, stdout, stderr)
-	case "servers":
-		err = runServers(ctx, args, stdout, stderr)
-	case "pins":
-		err = runPins(ctx, args, stdout, stderr)
-	case "policy":
-		err = runPolicy(ctx, args, stdout, stderr)
-	case "audit":
-		err = runAudit(ctx, args, stdout, stderr)
-	case "events":
-		err = runEvents(ctx, "events", "", args, stdout, stderr)
-	case "calls":
-		err = runEvents(ctx, "calls", "tool_call_intercepted", args, stdout, stderr)
-	case "detections":
-		err = runEvents(ctx, "detections", "detection", args, stdout, stderr)
-	case "test-server":
-		err = runTestServer(ctx, args, stdout, stderr)
-	case "status":
-		err = runStatus(ctx, args, stdout, stderr)
-	case "model":
-		err = runModel(ctx, args, stdout, stderr)
-	case "config":
-		err = runConfig(ctx, args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "toolgate", gateway.Version)
-	case "help", "-h", "--help":
-		usage(stdout)
-	default:
-		fmt.Fprintf(stderr, "toolgate: unknown command %q\n\n", cmd)
-		usage(stderr)
+	name := strings.TrimSpace(strings.TrimPrefix(cmd.CommandPath(), "toolgate"))
+	prefix := "toolgate"
+	if name != "" {
+		prefix += " " + name
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		return 2
 	}
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	return 1
+}
+
+// defaultToServe keeps the command line of earlier releases working: flags
+// without a command (`toolgate --config F`) mean serve, and so does no
+// argument at all when stdin is not a terminal (an MCP client started
+// toolgate with no arguments). A person at a terminal gets the help.
+func defaultToServe(args []string, stdin io.Reader) []string {
+	if len(args) == 0 {
+		if f, ok := stdin.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+				return []string{"serve"}
+			}
 		}
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "toolgate %s: %v\n", cmd, err)
-			return 2
-		}
-		fmt.Fprintf(stderr, "toolgate %s: %v\n", cmd, err)
-		return 1
+		return args
 	}
-	return 0
+	switch a := args[0]; {
+	case a == "-h", a == "--help", a == "-v", a == "--version":
+		return args
+	case strings.HasPrefix(a, "-"):
+		return append([]string{"serve"}, args...)
+	}
+	return args
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `toolgate: an MCP gateway with tool search, a discovery gate and filter pipelines.
+// newRootCmd builds the command tree.
+func newRootCmd(exts []extension.Extension) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "toolgate",
+		Short: "An MCP gateway with tool search, a discovery gate and filter pipelines",
+		Long: `toolgate is an MCP gateway: it serves one MCP server to an LLM client and
+connects it to many upstream MCP servers behind a tool search, a discovery
+gate and filter pipelines.
 
-Usage:
-  toolgate [serve] --config FILE [--listen 127.0.0.1:PORT]   serve MCP over stdio (default) or HTTP at /mcp
-  toolgate tools   --config FILE                              list the indexed tools
-  toolgate search  --config FILE [--top-k N] "query"          run one search from the shell
-  toolgate index   --config FILE                              build the search index and its cache, then exit
-  toolgate scan    [--kind definition|output] [--config FILE] < lines.jsonl   run the poisoning detector
-  toolgate events  [--session S] [--type T] [--since 1h] [--json]   read the audit log
-  toolgate calls   [--action block]                           call decisions from the audit log
-  toolgate detections [--severity high]                       detections from the audit log
-  toolgate servers --config FILE [--addr 127.0.0.1:PORT]     configured and loaded servers (and their state)
-  toolgate pins    list [--json] | diff|trust|reset --server S --tool T [--hash H]   manage definition pins
-  toolgate policy generate --config FILE --session S --output locked.json   lock a config to what a session used
-  toolgate audit verify                                       check the audit log's hash chain
-  toolgate test-server [--config FILE] NAME | -- COMMAND ARGS... | --url URL   start a server, list its tools, stop it
-  toolgate status  [--addr 127.0.0.1:8787] [--json]           upstream states of a gateway serving HTTP (GET /status)
-  toolgate model    install [--from FILE.tgz] [--dir DIR] | status [--json]   the embedding model for semantic search
-  toolgate version
-
-Common flags:
-  --config FILE     config (else $TOOLGATE_CONFIG, ~/.config/toolgate/config.json, ./config.json)
-  --state-dir DIR   where toolgate persists state (default ~/.local/state/toolgate)
-  --log-level L     debug, info, warn or error (default info); logs go to stderr
-`)
+Serve it with "toolgate serve --config FILE" (stdio), or add
+"--listen 127.0.0.1:PORT" for streamable HTTP at /mcp.`,
+		Version:       buildVersion().String(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          usageArgs(cobra.ArbitraryArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownCommand(cmd, args[0])
+		},
+	}
+	root.SetVersionTemplate("toolgate {{.Version}}\n")
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				name := strings.Join(args, " ")
+				return unknownCommand(root, name)
+			}
+			return c.Help()
+		},
+		ValidArgsFunction: func(_ *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+			var names []string
+			for _, c := range root.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+	})
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newServeCmd(exts),
+		newToolsCmd(exts),
+		newSearchCmd(exts),
+		newIndexCmd(exts),
+		newCallCmd(exts),
+		newScanCmd(),
+		newServersCmd(),
+		newStatusCmd(),
+		newEventsCmd("events", ""),
+		newEventsCmd("calls", "tool_call_intercepted"),
+		newEventsCmd("detections", "detection"),
+		newAuditCmd(),
+		newPinsCmd(),
+		newPolicyCmd(),
+		newTestServerCmd(),
+		newVersionCmd(),
+	)
+	root.AddCommand(newModelCmd(), newConfigCmd())
+	return root
 }
 
+// unknownCommand is the error for an argument where a command was
+// expected, with cobra's did-you-mean suggestions.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.Commands() // sorts them, so the suggestion does not depend on the order they were added
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return usageError{errors.New(msg)}
+}
+
+// groupRun is the RunE of a command that only holds subcommands (pins,
+// policy, audit): without one it is a usage error naming them.
+func groupRun(cmd *cobra.Command, args []string) error {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	if len(args) > 0 {
+		cmd.SuggestionsMinimumDistance = 2
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			return usageError{fmt.Errorf("unknown subcommand %q; did you mean %q?", args[0], s[0])}
+		}
+		return usageError{fmt.Errorf("unknown subcommand %q (want %s)", args[0], strings.Join(names, ", "))}
+	}
+	return usageError{fmt.Errorf("want a subcommand: %s", strings.Join(names, ", "))}
+}
+
+// usageError marks an error in how a command was called (exit status 2).
 type usageError struct{ error }
 
-// common holds the flags every gateway-building command takes.
+func (e usageError) Unwrap() error { return e.error }
+
+// usageArgs makes an argument check's error a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// noArgs refuses positional arguments, naming the first one.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q (%s takes none)", args[0], cmd.CommandPath())}
+	}
+	return nil
+}
+
+// common holds the flags every gateway-building command takes. They are
+// registered on each command (not as persistent flags), so each command's
+// help lists exactly what it accepts.
 type common struct {
 	config   string
 	stateDir string
 	logLevel string
 }
 
-func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.config, "config", "", "config file")
-	fs.StringVar(&c.stateDir, "state-dir", "", "state directory (default ~/.local/state/toolgate)")
-	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+// register adds --config, --state-dir and --log-level. defaultLevel is
+// info for serve and warn for the one-off commands, whose output is the
+// point and whose progress is noise.
+func (c *common) register(cmd *cobra.Command, defaultLevel string) {
+	c.registerState(cmd, "config file (else $TOOLGATE_CONFIG, ~/.config/toolgate/config.json, ./config.json)")
+	enumFlag(cmd, &c.logLevel, "log-level", defaultLevel, "log level: debug, info, warn or error; logs go to stderr", "debug", "info", "warn", "error")
 }
 
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("toolgate "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	return nil
+// registerState adds --config and --state-dir only, for the commands that
+// read toolgate's state without running a gateway.
+func (c *common) registerState(cmd *cobra.Command, configUsage string) {
+	cmd.Flags().StringVar(&c.config, "config", "", configUsage)
+	cmd.Flags().StringVar(&c.stateDir, "state-dir", "", "state directory (default ~/.local/state/toolgate)")
+	_ = cmd.MarkFlagFilename("config", "json")
+	_ = cmd.MarkFlagDirname("state-dir")
 }
 
 // open loads the config and builds a gateway.
@@ -206,6 +285,9 @@ func (c *common) open(ctx context.Context, stderr io.Writer, exts []extension.Ex
 }
 
 func newLogger(w io.Writer, level string, red *secrets.Redactor) (*slog.Logger, error) {
+	if level == "" {
+		level = "info"
+	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)

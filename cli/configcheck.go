@@ -95,15 +95,6 @@ found an error. No server is started and the state folder is not touched.`,
 	return cmd
 }
 
-// runConfig runs `toolgate config ...` from Run until the command line moves
-// to cobra as a whole.
-func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newConfigCmd()
-	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	return cmd.ExecuteContext(ctx)
-}
 
 // Check states of servers and filters.
 const (

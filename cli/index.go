@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/search"
 )
@@ -19,16 +21,24 @@ import (
 // time left) goes to stderr as log lines; the summary goes to stdout. It
 // fails when a configured server could not be indexed, so a deployment
 // script notices.
-func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer, exts []extension.Extension) error {
-	fs := newFlagSet("index", stderr)
+func newIndexCmd(exts []extension.Extension) *cobra.Command {
 	var c common
-	c.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
+	cmd := &cobra.Command{
+		Use:   "index",
+		Short: "Build the search index and its cache, then exit",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runIndex(cmd.Context(), &c, cmd.OutOrStdout(), cmd.ErrOrStderr(), exts)
+		},
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
+	// Progress (count, rate, time left) is this command's output while it
+	// runs, so it logs at info like serve, not warn like the other one-off
+	// commands.
+	c.register(cmd, "info")
+	return cmd
+}
+
+func runIndex(ctx context.Context, c *common, stdout, stderr io.Writer, exts []extension.Extension) error {
 	start := time.Now()
 	g, log, err := c.open(ctx, stderr, exts)
 	if err != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,13 +182,3 @@ func printModelStatus(w io.Writer, st modelStatus) {
 	}
 }
 
-// runModel runs `toolgate model` from the hand-written dispatcher until the
-// command line moves to a cobra root.
-func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newModelCmd()
-	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	cmd.SilenceErrors = true
-	return cmd.ExecuteContext(ctx)
-}

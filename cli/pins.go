@@ -7,78 +7,83 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/extensions/pin"
 )
 
-const pinsUsage = `Usage:
-  toolgate pins list  [--json]                          every pin and its status
-  toolgate pins diff  --server S --tool T               pinned definition against the one last seen
-  toolgate pins trust --server S --tool T [--hash H]    accept the definition last seen (or exactly H)
-  toolgate pins reset --server S --tool T               forget the pin; the next sight pins anew
-  toolgate pins trust|reset --server S --binary         the same for a stdio server's executable
+// pinsFlags are the flags of the pins subcommands.
+type pinsFlags struct {
+	stateDir     string
+	asJSON       bool
+	server, tool string
+	hash         string
+	binary       bool
+}
 
-Pins live in pins.json in the state directory; a running gateway picks up
-changes on its next call.
+func newPinsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pins",
+		Short: "Manage definition pins (list, diff, trust, reset)",
+		Long: `Pins live in pins.json in the state directory; a running gateway picks up
+changes on its next call.`,
+		Args: usageArgs(cobra.ArbitraryArgs),
+		RunE: groupRun,
+	}
+	sub := func(name, short string, setup func(*cobra.Command, *pinsFlags)) {
+		var f pinsFlags
+		c := &cobra.Command{
+			Use:   name,
+			Short: short,
+			Args:  noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return runPins(cmd.Context(), name, &f, cmd.OutOrStdout())
+			},
+		}
+		c.Flags().StringVar(&f.stateDir, "state-dir", "", "state directory (default ~/.local/state/toolgate)")
+		setup(c, &f)
+		cmd.AddCommand(c)
+	}
+	target := func(c *cobra.Command, f *pinsFlags) {
+		c.Flags().StringVar(&f.server, "server", "", "server name (required)")
+		c.Flags().StringVar(&f.tool, "tool", "", "tool name, as the server names it")
+	}
+	sub("list", "Every pin and its status", func(c *cobra.Command, f *pinsFlags) {
+		c.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
+	})
+	sub("diff", "The pinned definition against the one last seen", target)
+	sub("trust", "Accept the definition last seen (or exactly --hash), or a server's executable (--binary)", func(c *cobra.Command, f *pinsFlags) {
+		target(c, f)
+		c.Flags().BoolVar(&f.binary, "binary", false, "the server's executable (pin_binary) instead of a tool")
+		c.Flags().StringVar(&f.hash, "hash", "", "pin exactly this definition hash (hex SHA-256, optionally sha256:)")
+	})
+	sub("reset", "Forget a pin; the next sight pins anew", func(c *cobra.Command, f *pinsFlags) {
+		target(c, f)
+		c.Flags().BoolVar(&f.binary, "binary", false, "the server's executable (pin_binary) instead of a tool")
+	})
+	return cmd
+}
 
-Flags:
-`
-
-// runPins implements `toolgate pins list|diff|trust|reset`.
-func runPins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprint(stdout, pinsUsage)
-			return nil
-		}
-		fmt.Fprint(stderr, pinsUsage)
-		return usageError{errors.New("want a subcommand: list, diff, trust or reset")}
-	}
-	sub, args := args[0], args[1:]
-	fs := newFlagSet("pins "+sub, stderr)
-	stateFlag := fs.String("state-dir", "", "state directory (default ~/.local/state/toolgate)")
-	asJSON, server, tool, hash, binary := new(bool), new(string), new(string), new(string), new(bool)
-	switch sub {
-	case "list":
-		fs.BoolVar(asJSON, "json", false, "print JSON")
-	case "diff", "trust", "reset":
-		fs.StringVar(server, "server", "", "server name")
-		fs.StringVar(tool, "tool", "", "tool name (as the server names it)")
-		if sub != "diff" {
-			fs.BoolVar(binary, "binary", false, "the server's executable (pin_binary) instead of a tool")
-		}
-		if sub == "trust" {
-			fs.StringVar(hash, "hash", "", "pin exactly this definition hash (hex SHA-256, optionally sha256:)")
-		}
-	default:
-		fmt.Fprint(stderr, pinsUsage)
-		return usageError{fmt.Errorf("unknown subcommand %q (want list, diff, trust or reset)", sub)}
-	}
-	fs.Usage = func() { fmt.Fprint(stderr, pinsUsage); fs.PrintDefaults() }
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
+// runPins runs `toolgate pins list|diff|trust|reset`.
+func runPins(ctx context.Context, sub string, f *pinsFlags, stdout io.Writer) error {
 	if sub != "list" {
-		if *server == "" {
+		if f.server == "" {
 			return usageError{errors.New("--server is required")}
 		}
-		if *binary && *tool != "" {
+		if f.binary && f.tool != "" {
 			return usageError{errors.New("give --tool or --binary, not both")}
 		}
-		if !*binary && *tool == "" {
+		if !f.binary && f.tool == "" {
 			return usageError{errors.New("--tool is required")}
 		}
-		if *binary && *hash != "" {
+		if f.binary && f.hash != "" {
 			return usageError{errors.New("--hash applies to tools only")}
 		}
 	}
-	dir, err := resolveStateDir(*stateFlag)
+	dir, err := resolveStateDir(f.stateDir)
 	if err != nil {
 		return err
 	}
@@ -88,16 +93,16 @@ func runPins(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	switch sub {
 	case "list":
-		return pinsList(st, *asJSON, stdout)
+		return pinsList(st, f.asJSON, stdout)
 	case "diff":
-		return pinsDiff(st, *server, *tool, stdout)
+		return pinsDiff(st, f.server, f.tool, stdout)
 	case "trust":
-		if *binary {
-			return pinsTrustBinary(st, *server, stdout)
+		if f.binary {
+			return pinsTrustBinary(st, f.server, stdout)
 		}
-		return pinsTrust(st, *server, *tool, *hash, stdout)
+		return pinsTrust(st, f.server, f.tool, f.hash, stdout)
 	default:
-		return pinsReset(st, *server, *tool, *binary, stdout)
+		return pinsReset(st, f.server, f.tool, f.binary, stdout)
 	}
 }
 

@@ -17,7 +17,11 @@ import (
 func runPinsT(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := runPins(context.Background(), args, &out, &errb)
+	root := newRootCmd(nil)
+	root.SetArgs(append([]string{"pins"}, args...))
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	_, err := root.ExecuteContextC(context.Background())
 	return out.String(), err
 }
 

@@ -1,39 +1,61 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
 )
 
-// runPolicy implements `toolgate policy generate`: from what one session
-// did (the audit log), write a config that allows exactly the servers and
-// tools it used, pins their definitions, turns on the cross-server rules,
-// and lists what was blocked for a person to review.
-func runPolicy(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "generate" {
-		return usageError{errors.New("usage: toolgate policy generate --config FILE --session S --output locked.json")}
+func newPolicyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Generate a locked-down config from what a session did",
+		Args:  usageArgs(cobra.ArbitraryArgs),
+		RunE:  groupRun,
 	}
-	fs := newFlagSet("policy generate", stderr)
-	cfgFlag := fs.String("config", "", "the config the session ran with")
-	state := fs.String("state-dir", "", "state directory (the audit log)")
-	session := fs.String("session", "", "the session to lock down (see `toolgate events`)")
-	output := fs.String("output", "", "where to write the generated config (- for stdout)")
-	if err := parse(fs, args[1:]); err != nil {
-		return err
+	var c common
+	var session, output string
+	gen := &cobra.Command{
+		Use:   "generate",
+		Short: "Lock a config to what one session used",
+		Long: `From what one session did (the audit log), write a config that allows
+exactly the servers and tools it used, pins their definitions, turns on the
+cross-server rules, and lists what was blocked for a person to review.
+
+--session takes a session id as "toolgate events" prints it, or any prefix
+of it that matches one session only. Written to another folder, the config's
+stdio servers get a "cwd" pointing back at the folder they ran in, so relative
+commands and arguments still find their files.`,
+		Example: `  toolgate policy generate --config config.json --session 3f9c --output locked/locked.json`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPolicy(&c, session, output, cmd.OutOrStdout())
+		},
 	}
-	if *session == "" || *output == "" {
+	c.registerState(gen, "the config the session ran with")
+	gen.Flags().StringVar(&session, "session", "", "the session to lock down: its id or a unique prefix (see toolgate events)")
+	gen.Flags().StringVar(&output, "output", "", "where to write the generated config (- for stdout)")
+	_ = gen.MarkFlagFilename("output", "json")
+	cmd.AddCommand(gen)
+	return cmd
+}
+
+// runPolicy writes the locked config of one session.
+func runPolicy(c *common, session, output string, stdout io.Writer) error {
+	if session == "" || output == "" {
 		return usageError{errors.New("--session and --output are required")}
 	}
-	path, err := config.Find(*cfgFlag)
+	path, err := config.Find(c.config)
 	if err != nil {
 		return err
 	}
@@ -58,7 +80,12 @@ func runPolicy(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if orig.MCPServers == nil {
 		orig.MCPServers = orig.VSCodeServers
 	}
-	apath, err := auditPath(path, *state)
+	apath, err := auditPath(path, c.stateDir)
+	if err != nil {
+		return err
+	}
+
+	session, err = resolveSession(apath, session)
 	if err != nil {
 		return err
 	}
@@ -73,7 +100,7 @@ func runPolicy(_ context.Context, args []string, stdout, stderr io.Writer) error
 	blocks := map[string]*blocked{}
 	found := false
 	err = audit.Read(apath, func(e *audit.Event) error {
-		if e.Session != *session || e.Type != audit.ToolCallIntercepted {
+		if e.Session != session || e.Type != audit.ToolCallIntercepted {
 			return nil
 		}
 		found = true
@@ -96,15 +123,28 @@ func runPolicy(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if !found {
-		return fmt.Errorf("no call decisions for session %q in %s (list sessions with `toolgate events`)", *session, apath)
+		return fmt.Errorf("no call decisions for session %q in %s (list sessions with `toolgate events`)", session, apath)
 	}
 
 	out := map[string]any{}
 	ms := map[string]json.RawMessage{}
+	var cfg *config.Config
 	for s := range servers {
-		if r, ok := orig.MCPServers[s]; ok {
-			ms[s] = r
+		r, ok := orig.MCPServers[s]
+		if !ok {
+			continue
 		}
+		if output != "-" {
+			if cfg == nil {
+				if cfg, err = config.Load(path); err != nil {
+					return err
+				}
+			}
+			if r, err = relocateServer(r, cfg.Servers[s], filepath.Dir(output)); err != nil {
+				return fmt.Errorf("%s: mcpServers.%s: %v", path, s, err)
+			}
+		}
+		ms[s] = r
 	}
 	out["mcpServers"] = ms
 	filters := map[string]any{}
@@ -146,7 +186,7 @@ func runPolicy(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	sort.Slice(bl, func(i, j int) bool { return bl[i].Tool+bl[i].Reason < bl[j].Tool+bl[j].Reason })
 	out["review"] = map[string]any{
-		"generated_from": map[string]any{"session": *session, "config": path, "audit": apath, "at": time.Now().UTC().Format(time.RFC3339)},
+		"generated_from": map[string]any{"session": session, "config": path, "audit": apath, "at": time.Now().UTC().Format(time.RFC3339)},
 		"note":           "Blocked during the session; not allowed above. Add a tool to access_control.allow (and its pin) only after review.",
 		"blocked_tools":  bl,
 	}
@@ -155,13 +195,43 @@ func runPolicy(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	b = append(b, '\n')
-	if *output == "-" {
+	if output == "-" {
 		_, err = stdout.Write(b)
 		return err
 	}
-	if err := os.WriteFile(*output, b, 0o600); err != nil {
+	if err := os.WriteFile(output, b, 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d tools on %d servers allowed and pinned, %d blocked tools listed for review\n", *output, len(names), len(srv), len(bl))
+	fmt.Fprintf(stdout, "wrote %s: %d tools on %d servers allowed and pinned, %d blocked tools listed for review\n", output, len(names), len(srv), len(bl))
 	return nil
+}
+
+// relocateServer adjusts one stdio server entry for a config written to
+// newDir. A stdio server runs in its cwd (default: its config's folder), and
+// a relative command or argument means a file there; pointing cwd at that
+// same folder, as seen from newDir, keeps every one of them meaning the same
+// file without guessing which arguments are paths.
+func relocateServer(raw json.RawMessage, s *config.Server, newDir string) (json.RawMessage, error) {
+	if s == nil || s.Command == "" || s.Dir == "" {
+		return raw, nil
+	}
+	abs, err := filepath.Abs(newDir)
+	if err != nil {
+		return nil, err
+	}
+	cwd := s.Dir
+	if rel, err := filepath.Rel(abs, s.Dir); err == nil {
+		cwd = rel
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if cwd == "." {
+		delete(m, "cwd")
+	} else {
+		b, _ := json.Marshal(cwd)
+		m["cwd"] = b
+	}
+	return json.Marshal(m)
 }

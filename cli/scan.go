@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/toolgate/toolgate/internal/poison"
 )
 
@@ -30,64 +32,57 @@ type scanError struct {
 	Error string `json:"error"`
 }
 
-// runScan implements `toolgate scan [--kind definition|output] [--config
-// FILE]`: JSON lines on stdin, one JSON verdict a line on stdout, in order.
-// A line that is not a JSON object of the expected shape produces
-// {"line": N, "error": "..."} in its place, scanning continues, and the
-// command exits non-zero at the end naming the first bad line. Blank lines
-// are skipped.
-func runScan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("scan", stderr)
-	kind := fs.String("kind", "definition", "what each line holds: definition (a tool definition or description) or output (a tool result text)")
-	cfgPath := fs.String("config", "", "config file: a toolgate config (the detector of its filters.tool_poisoning or filters.output_poisoning is used) or a detector object alone")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: toolgate scan [--kind definition|output] [--config FILE] < lines.jsonl
-
-Reads JSON lines from stdin and writes one verdict per line, in order:
+func newScanCmd() *cobra.Command {
+	var kind, cfgPath string
+	cmd := &cobra.Command{
+		Use:   "scan < lines.jsonl",
+		Short: "Run the poisoning detector on JSON lines from stdin",
+		Long: `Reads JSON lines from stdin and writes one verdict per line, in order:
   {"malicious": bool, "severity": "none|low|medium|high|critical", "findings": [{"category","severity","path","context","rule"}]}
 Input lines:
   --kind definition: {"name","description","inputSchema"} or {"text": "a description"}
   --kind output:     {"text": "one text block of a tool result"}
 A line that cannot be read yields {"line": N, "error": "..."} in its place;
-the command then exits with status 1.
+the command then exits with status 1.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runScan(cmd.Context(), kind, cfgPath, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	enumFlag(cmd, &kind, "kind", "definition", "what each line holds: definition (a tool definition or description) or output (a tool result text)", "definition", "output")
+	cmd.Flags().StringVar(&cfgPath, "config", "", "a toolgate config (the detector of its filters.tool_poisoning or filters.output_poisoning is used) or a detector object alone")
+	_ = cmd.MarkFlagFilename("config", "json")
+	return cmd
+}
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q (input is read from stdin)", fs.Arg(0))}
-	}
-	var k poison.Kind
-	switch *kind {
-	case "definition", "definitions", "def":
-		k = poison.KindDefinition
-	case "output", "outputs":
+// runScan scans JSON lines from stdin, one JSON verdict a line on stdout,
+// in order. A line that is not a JSON object of the expected shape
+// produces {"line": N, "error": "..."} in its place, scanning continues,
+// and the command fails at the end naming the first bad line. Blank lines
+// are skipped.
+func runScan(ctx context.Context, kind, cfgPath string, stdin io.Reader, stdout io.Writer) error {
+	k := poison.KindDefinition
+	if kind == "output" {
 		k = poison.KindOutput
-	default:
-		return usageError{fmt.Errorf("--kind %q: want definition or output", *kind)}
 	}
 	key := "tool_poisoning"
 	if k == poison.KindOutput {
 		key = "output_poisoning"
 	}
 	var cfg poison.Config
-	if *cfgPath != "" {
-		raw, err := os.ReadFile(*cfgPath)
+	if cfgPath != "" {
+		raw, err := os.ReadFile(cfgPath)
 		if err != nil {
 			return err
 		}
 		if cfg, err = poison.ConfigFromFile(raw, key); err != nil {
-			return fmt.Errorf("%s: %v", *cfgPath, err)
+			return fmt.Errorf("%s: %v", cfgPath, err)
 		}
 	}
 	det, err := poison.NewDetector(cfg)
 	if err != nil {
-		if *cfgPath != "" {
-			return fmt.Errorf("%s: filters.%s.detector: %v", *cfgPath, key, err)
+		if cfgPath != "" {
+			return fmt.Errorf("%s: filters.%s.detector: %v", cfgPath, key, err)
 		}
 		return err
 	}

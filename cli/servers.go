@@ -9,24 +9,55 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
 
-// runServers implements `toolgate servers`: the configured servers, the
-// servers loaded at run time (from the audit log), and, with --addr, each
-// one's state in a running gateway. It shows commands and URLs, never env
-// or header values.
-func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("servers", stderr)
-	cfgFlag := fs.String("config", "", "config file")
-	state := fs.String("state-dir", "", "state directory (for servers loaded at run time)")
-	addr := fs.String("addr", "", "a running gateway's --listen address, to show each server's state")
-	if err := parse(fs, args); err != nil {
-		return err
+// notConnected is the state of a server loaded at run time by an earlier
+// gateway: load_mcp_server connections live only as long as the process
+// that made them, so the audit log remembers servers that are gone.
+const notConnected = "not connected (loaded in an earlier run)"
+
+// serverRow is one line of `toolgate servers` (and one object of --json).
+type serverRow struct {
+	Name      string   `json:"name"`
+	Source    string   `json:"source"` // config or loaded
+	Transport string   `json:"transport"`
+	Target    string   `json:"target"`
+	Flags     []string `json:"flags"`
+	State     string   `json:"state,omitempty"`
+	Tools     *int     `json:"tools,omitempty"`
+}
+
+func newServersCmd() *cobra.Command {
+	var c common
+	var addr string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "servers",
+		Short: "Configured and loaded servers (and their state in a running gateway)",
+		Long: `List the configured servers and the servers loaded at run time (from the
+audit log). Commands and URLs are shown, never env or header values.
+
+A server loaded with load_mcp_server lives only in the gateway process that
+loaded it: without --addr such servers are marked not connected; with --addr
+each server's state comes from that running gateway's /status.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServers(cmd.Context(), &c, addr, asJSON, cmd.OutOrStdout())
+		},
 	}
-	path, err := config.Find(*cfgFlag)
+	c.registerState(cmd, "config file")
+	cmd.Flags().StringVar(&addr, "addr", "", "a running gateway's --listen address, to show each server's state")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func runServers(ctx context.Context, c *common, addr string, asJSON bool, stdout io.Writer) error {
+	path, err := config.Find(c.config)
 	if err != nil {
 		return err
 	}
@@ -36,32 +67,29 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	// A url may hold a secret substituted from a variable.
 	red := secrets.NewRedactor(secrets.ConfigValues(cfg, os.Environ())...)
-	type row struct{ name, source, transport, target, flags string }
-	rows := map[string]*row{}
+	rows := map[string]*serverRow{}
 	for name, s := range cfg.Servers {
-		r := &row{name: name, source: "config", transport: s.Transport}
+		r := &serverRow{Name: name, Source: "config", Transport: s.Transport, Flags: []string{}}
 		if s.IsRemote() {
-			r.target = red.String(s.URL)
+			r.Target = red.String(s.URL)
 		} else {
-			r.target = strings.TrimSpace(s.Command + " " + strings.Join(s.Args, " "))
+			r.Target = strings.TrimSpace(s.Command + " " + strings.Join(s.Args, " "))
 		}
-		var flags []string
 		if s.Disabled {
-			flags = append(flags, "disabled")
+			r.Flags = append(r.Flags, "disabled")
 		}
 		if s.Lazy {
-			flags = append(flags, "lazy")
+			r.Flags = append(r.Flags, "lazy")
 		}
-		r.flags = strings.Join(flags, ",")
 		rows[name] = r
 	}
-	if apath, err := auditPath(path, *state); err == nil {
+	if apath, err := auditPath(path, c.stateDir); err == nil {
 		if _, statErr := os.Stat(apath); statErr == nil {
 			err := audit.Read(apath, func(e *audit.Event) error {
 				if e.Type == audit.ServerLoaded {
 					if _, known := rows[e.Server]; !known {
 						url, _ := e.Fields["url"].(string)
-						rows[e.Server] = &row{name: e.Server, source: "loaded", transport: "http", target: url}
+						rows[e.Server] = &serverRow{Name: e.Server, Source: "loaded", Transport: "http", Target: url, Flags: []string{}, State: notConnected}
 					}
 				}
 				return nil
@@ -71,14 +99,25 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 		}
 	}
-	states := map[string]string{}
-	if *addr != "" {
-		st, _, err := fetchStatus(ctx, *addr)
+	if addr != "" {
+		st, _, err := fetchStatus(ctx, addr)
 		if err != nil {
 			return err
 		}
+		for _, r := range rows {
+			if r.Source == "config" {
+				r.State = "not connected"
+			}
+		}
 		for _, s := range st.Servers {
-			states[s.Name] = fmt.Sprintf("%s, %d tools", s.State, s.Tools)
+			r := rows[s.Name]
+			if r == nil {
+				r = &serverRow{Name: s.Name, Source: "loaded", Transport: "http", Flags: []string{}}
+				rows[s.Name] = r
+			}
+			r.State = string(s.State)
+			n := s.Tools
+			r.Tools = &n
 		}
 	}
 	names := make([]string, 0, len(rows))
@@ -86,19 +125,22 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	header := "SERVER\tSOURCE\tTRANSPORT\tFLAGS\tTARGET"
-	if *addr != "" {
-		header += "\tSTATE"
+	if asJSON {
+		out := make([]*serverRow, len(names))
+		for i, n := range names {
+			out[i] = rows[n]
+		}
+		return writeJSON(stdout, out)
 	}
-	fmt.Fprintln(tw, header)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tSOURCE\tTRANSPORT\tFLAGS\tTARGET\tSTATE")
 	for _, n := range names {
 		r := rows[n]
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.name, r.source, r.transport, orDash(r.flags), firstLine(r.target, 70))
-		if *addr != "" {
-			line += "\t" + orDash(states[n])
+		state := r.State
+		if r.Tools != nil {
+			state = fmt.Sprintf("%s, %d tools", state, *r.Tools)
 		}
-		fmt.Fprintln(tw, line)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Source, r.Transport, orDash(strings.Join(r.Flags, ",")), firstLine(r.Target, 70), orDash(state))
 	}
 	return tw.Flush()
 }

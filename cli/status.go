@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -17,23 +19,30 @@ import (
 // address `make run` serves on.
 const DefaultStatusAddr = "127.0.0.1:8787"
 
-// runStatus implements `toolgate status`: read GET /status from a gateway
-// serving HTTP and print each upstream's state.
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", stderr)
-	addr := fs.String("addr", DefaultStatusAddr, "the gateway's --listen address, or its base URL")
-	asJSON := fs.Bool("json", false, "print the gateway's JSON as is")
-	if err := parse(fs, args); err != nil {
-		return err
+func newStatusCmd() *cobra.Command {
+	var addr string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Upstream states of a gateway serving HTTP (GET /status)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStatus(cmd.Context(), addr, asJSON, cmd.OutOrStdout())
+		},
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	st, body, err := fetchStatus(ctx, *addr)
+	cmd.Flags().StringVar(&addr, "addr", DefaultStatusAddr, "the gateway's --listen address, or its base URL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the gateway's JSON as is")
+	return cmd
+}
+
+// runStatus reads GET /status from a gateway serving HTTP and prints each
+// upstream's state.
+func runStatus(ctx context.Context, addr string, asJSON bool, stdout io.Writer) error {
+	st, body, err := fetchStatus(ctx, addr)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		_, err := stdout.Write(body)
 		return err
 	}

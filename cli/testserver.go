@@ -12,44 +12,80 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/secrets"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
-// runTestServer implements `toolgate test-server`: start one server, list
-// its tools, stop it, and print the tool names or the error. The server is
-// named from the config (--config FILE NAME), given as a command after
-// "--", or as --url. The exit code says whether it worked.
-func runTestServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("test-server", stderr)
-	var c common
-	c.register(fs)
-	rawURL := fs.String("url", "", "test a remote server at this URL instead")
-	transport := fs.String("transport", "", `with --url: "streamable-http" (default, falling back to SSE) or "sse"`)
-	timeout := fs.Duration("timeout", upstream.DefaultConnectTimeout, "how long starting and listing may take")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage:
-  toolgate test-server [--config FILE] NAME       a server from the config
-  toolgate test-server -- COMMAND [ARGS...]       a stdio server command
-  toolgate test-server --url URL                  a remote server
+// testServerFlags are the flags of test-server.
+type testServerFlags struct {
+	common
+	url, transport string
+	timeout        time.Duration
+	asJSON         bool
+}
 
-Flags:
-`)
-		fs.PrintDefaults()
+func newTestServerCmd() *cobra.Command {
+	var f testServerFlags
+	cmd := &cobra.Command{
+		Use:   "test-server [--config FILE] NAME | -- COMMAND [ARGS...] | --url URL",
+		Short: "Start one server, list its tools, stop it",
+		Long: `Start one server, list its tools, stop it, and print the tool names or the
+error. The server is named from the config (NAME), given as a command after
+"--" (everything after it is the command, even if it looks like a flag), or
+as --url. The exit status says whether it worked.`,
+		Example: `  toolgate test-server --config config.json github
+  toolgate test-server -- npx -y @modelcontextprotocol/server-everything
+  toolgate test-server --url http://127.0.0.1:3001/mcp`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			var name, command []string
+			if i := cmd.ArgsLenAtDash(); i >= 0 {
+				name, command = args[:i], args[i:]
+				if len(command) == 0 {
+					return usageError{errors.New(`nothing after "--"; give the server's command`)}
+				}
+			} else {
+				name = args
+			}
+			switch {
+			case command != nil && (len(name) > 0 || f.url != ""):
+				return usageError{errors.New(`give either a server name, --url or a command after "--"`)}
+			case f.url != "" && len(name) > 0:
+				return usageError{errors.New("give either a server name or --url")}
+			case command == nil && f.url == "" && len(name) != 1:
+				if len(name) > 1 {
+					return usageError{fmt.Errorf("unexpected argument %q: name one server", name[1])}
+				}
+				return usageError{errors.New(`name one server from the config, e.g. toolgate test-server --config config.json github`)}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var name string
+			var command []string
+			if i := cmd.ArgsLenAtDash(); i >= 0 {
+				command = args[i:]
+			} else if len(args) == 1 {
+				name = args[0]
+			}
+			return runTestServer(cmd.Context(), &f, name, command, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	// Everything after "--" is the command, even if it looks like a flag.
-	var command []string
-	if i := slices.Index(args, "--"); i >= 0 {
-		args, command = args[:i], args[i+1:]
-		if len(command) == 0 {
-			return usageError{errors.New(`nothing after "--"; give the server's command`)}
-		}
-	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
+	f.register(cmd, "warn")
+	fl := cmd.Flags()
+	fl.StringVar(&f.url, "url", "", "test a remote server at this URL instead")
+	enumFlag(cmd, &f.transport, "transport", "", `with --url: "streamable-http" (default, falling back to SSE) or "sse"`, config.TransportStreamableHTTP, config.TransportSSE)
+	fl.Var(newDuration(&f.timeout, upstream.DefaultConnectTimeout), "timeout", "how long starting and listing may take")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// runTestServer starts the server (a config entry by name, a command, or
+// --url), lists its tools and stops it.
+func runTestServer(ctx context.Context, f *testServerFlags, name string, command []string, stdout, stderr io.Writer) error {
+	c, rawURL, transport, timeout, asJSON := &f.common, &f.url, &f.transport, &f.timeout, &f.asJSON
 	red := secrets.NewRedactor()
 	log, err := newLogger(stderr, c.logLevel, red)
 	if err != nil {
@@ -59,30 +95,17 @@ Flags:
 	var cfg *config.Server
 	switch {
 	case command != nil:
-		if *rawURL != "" || fs.NArg() > 0 {
-			return usageError{errors.New(`give either a server name, --url or a command after "--"`)}
-		}
 		wd, _ := os.Getwd()
 		cfg = &config.Server{Name: filepath.Base(command[0]), Command: command[0], Args: command[1:], Transport: config.TransportStdio, Dir: wd}
 	case *rawURL != "":
-		if fs.NArg() > 0 {
-			return usageError{errors.New("give either a server name or --url")}
-		}
 		if err := config.ValidateURL(*rawURL); err != nil {
 			return usageError{fmt.Errorf("--url: %v", err)}
 		}
 		cfg = &config.Server{Name: "remote", URL: *rawURL, Transport: config.TransportStreamableHTTP}
-		switch *transport {
-		case "", config.TransportStreamableHTTP:
-		case config.TransportSSE:
+		if *transport == config.TransportSSE {
 			cfg.Transport = config.TransportSSE
-		default:
-			return usageError{fmt.Errorf("--transport %q: want streamable-http or sse", *transport)}
 		}
 	default:
-		if fs.NArg() != 1 {
-			return usageError{errors.New(`name one server from the config, e.g. toolgate test-server --config config.json github`)}
-		}
 		path, err := config.Find(c.config)
 		if err != nil {
 			return err
@@ -92,7 +115,6 @@ Flags:
 			return err
 		}
 		red.Add(secrets.ConfigValues(conf, os.Environ())...)
-		name := fs.Arg(0)
 		s, ok := conf.Servers[name]
 		if !ok {
 			names := make([]string, 0, len(conf.Servers))

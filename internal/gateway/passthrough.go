@@ -102,7 +102,7 @@ func newPassthrough(g *Gateway, cfg *config.Config) *passthrough {
 func (g *Gateway) newPassthroughServer(sc scope) (*mcp.Server, error) {
 	p := g.pt
 	s := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate MCP gateway", Version: Version}, &mcp.ServerOptions{
-		Logger: g.log,
+		Logger: sdkLogger(g.log),
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
 			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
@@ -915,7 +915,7 @@ func (p *passthrough) setLevel(ctx context.Context, req *mcp.ServerRequest[*mcp.
 // in passthrough and hybrid modes.
 func (p *passthrough) clientOptions(server string) mcp.ClientOptions {
 	return mcp.ClientOptions{
-		Logger: p.g.log,
+		Logger: sdkLogger(p.g.log),
 		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			ss, err := p.caller(server, "sampling/createMessage")
 			if err != nil {

@@ -32,9 +32,9 @@ func (g *Gateway) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSess
 // reports the gateway's upstreams as JSON (see Status).
 func (g *Gateway) HTTPHandler() http.Handler {
 	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.servers[scopeConnection] },
-		&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: 30 * time.Minute})
+		&mcp.StreamableHTTPOptions{Logger: sdkLogger(g.log), SessionTimeout: 30 * time.Minute})
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.servers[scopeStateless] },
-		&mcp.StreamableHTTPOptions{Logger: g.log, Stateless: true, JSONResponse: true, PropagateRequestCancellation: true})
+		&mcp.StreamableHTTPOptions{Logger: sdkLogger(g.log), Stateless: true, JSONResponse: true, PropagateRequestCancellation: true})
 	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessVersion {
 			stateless.ServeHTTP(w, r)

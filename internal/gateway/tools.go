@@ -50,7 +50,7 @@ If a call fails because of an expired or missing credential, ask the user to upd
 
 func (g *Gateway) newMCPServer(sc scope) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate MCP gateway", Version: Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: g.log})
+		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(g.log)})
 	// Every result leaves through the redactor: upstream output, error
 	// text and tool descriptions alike.
 	handle := func(h func(context.Context, scope, *mcp.CallToolRequest) (*mcp.CallToolResult, error)) mcp.ToolHandler {
@@ -539,6 +539,9 @@ func (g *Gateway) intercepted(ctx context.Context, req *extension.CallRequest, a
 	fields := map[string]any{"phase": "request"}
 	if t, ok := g.cat.Lookup(req.ToolName); ok {
 		fields["tool_hash"] = t.Hash
+	}
+	if req.Principal == OperatorPrincipal && req.Session == OperatorSession {
+		fields["operator"] = true
 	}
 	err := g.record(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: req.Session, Server: req.ServerName, Tool: req.Tool, Action: action, Reason: reason, Fields: fields})
 	if err != nil {

@@ -212,7 +212,9 @@ func (p *process) readStderr() {
 	for {
 		line, err := readLine(r, 64*1024)
 		if line = strings.TrimRight(line, "\r\n"); line != "" {
-			p.log.Info("upstream stderr", "line", line)
+			// Debug: servers chatter on stderr (banners, progress); when one fails,
+			// its failure reports the telling line.
+			p.log.Debug("upstream stderr", "line", line)
 			p.lastMu.Lock()
 			p.lastLine = line
 			p.lastMu.Unlock()

@@ -363,25 +363,16 @@ func TestAuditExtensionModule(t *testing.T) {
 	src := filepath.Join(repoRoot, "examples", "audit-extension")
 	checkPublicImports(t, src)
 
-	// Build with copies of go.mod and go.sum, so the build may add go.sum
-	// entries (if toolgate's dependencies moved on) without touching the
-	// tree; the module proxy fills the cache when needed.
-	dir := t.TempDir()
-	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "audit-toolgate")
-	build := exec.Command("go", "build", "-modfile="+filepath.Join(dir, "go.mod"), "-o", bin, ".")
+	// Built as its README says, with go.mod and go.sum as committed: a
+	// stale go.mod (toolgate's dependencies moved on) fails here, as it
+	// would for a user. -mod=readonly is explicit so a GOFLAGS in the
+	// environment cannot hide it.
+	bin := filepath.Join(t.TempDir(), "audit-toolgate")
+	build := exec.Command("go", "build", "-mod=readonly", "-o", bin, ".")
 	build.Dir = src
-	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off")
+	build.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the example extension module: %v\n%s", err, out)
+		t.Fatalf("build the example extension module as its README says: %v\n%s", err, out)
 	}
 
 	cfg := writeConfig(t, defaultServers(t), map[string]any{"rego_policy": "echo.rego"})

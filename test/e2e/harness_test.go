@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -35,10 +36,18 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	// `make unit` / `go test -short ./...` on a fresh clone: these tests
+	// need the npm servers and build the binary, so they are not unit tests.
+	if testing.Short() {
+		fmt.Println("e2e: skipped under -short (run `make e2e` or `make test`)")
+		return 0
+	}
 	wd, _ := os.Getwd()
 	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
 	if _, err := os.Stat(filepath.Join(repoRoot, "node_modules", ".bin", "mcp-server-everything")); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: the npm MCP servers are not installed; run `make deps` (make test does it)")
+		fmt.Fprintln(os.Stderr, "FAIL e2e: the npm MCP servers are not installed in node_modules; run `make deps` first "+
+			"(make test and make e2e do it), or `go test -short ./...` for the unit tests alone")
 		return 1
 	}
 	dir, err := os.MkdirTemp("", "toolgate-e2e-")

@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/catalog"
+	"github.com/toolgate/toolgate/internal/upstream"
+)
+
+// OperatorSession and OperatorPrincipal mark the calls the operator makes
+// from the shell (toolgate call) in filters and the audit log. Client
+// sessions are named conn-... or http-..., so neither collides.
+const (
+	OperatorSession   = "operator"
+	OperatorPrincipal = "operator"
+)
+
+// OperatorCall runs one tool call for the operator: every call filter, the
+// audit record, the upstream call and the response filters, exactly as
+// call_tool runs them, but not the discovery gate, which protects against
+// an LLM calling what it was never shown, not against the person who runs
+// the gateway. The decision is recorded with session "operator" and the
+// field operator=true. A refusal is an isError result, as for call_tool.
+func (g *Gateway) OperatorCall(ctx context.Context, toolName string, args map[string]any) *mcp.CallToolResult {
+	if args == nil {
+		args = map[string]any{}
+	}
+	req := &extension.CallRequest{ToolName: toolName, Arguments: args, Session: OperatorSession, Principal: OperatorPrincipal}
+	server, tool, ok := catalog.Split(toolName)
+	if !ok {
+		g.intercepted(ctx, req, "block", "malformed_name")
+		return errorResult("%q is not a tool name; names have the form server__tool (see toolgate tools)", toolName)
+	}
+	req.ServerName, req.Tool = server, tool
+	res, err := g.callGated(ctx, req, func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error) {
+		return srv.CallTool(ctx, tool, req.Arguments)
+	})
+	if err != nil {
+		return denialResult(toolName, err)
+	}
+	return res
+}
