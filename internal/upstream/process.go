@@ -129,8 +129,8 @@ func (s *Server) startProcess() (*process, error) {
 }
 
 // transport is the MCP connection over the child's stdin and stdout.
-func (p *process) transport() mcp.Transport {
-	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}
+func (p *process) transport(maxLine int) mcp.Transport {
+	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxLine}
 }
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
