@@ -106,9 +106,6 @@ func CheckHost(host string) error {
 	}
 	h := strings.TrimRight(host, ".")
 	if a, err := netip.ParseAddr(h); err == nil {
-		if h != host {
-			return errors.New("the URL's host is an IP address with a trailing dot; write the address alone")
-		}
 		if a.Is4() && a.String() != h {
 			return errors.New("the URL's host is not an IPv4 address in canonical dotted-decimal form")
 		}
