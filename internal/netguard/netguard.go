@@ -117,24 +117,14 @@ func CheckHost(host string) error {
 	return nil
 }
 
-// looksNumeric reports whether inet_aton would accept h: one to four
-// dot-separated parts, each decimal, octal (leading 0) or hexadecimal (0x).
-// Such a host is never a real DNS name, since a top-level domain is never
-// all digits.
+// looksNumeric reports whether h ends in a number: inet_aton accepts one
+// to four dot-separated parts, each decimal, octal (leading 0) or
+// hexadecimal (0x), and the WHATWG URL standard reads any host whose last
+// label is a number as an IPv4 address. No top-level domain is a number, so
+// such a host is never a DNS name.
 func looksNumeric(h string) bool {
 	parts := strings.Split(h, ".")
-	if len(parts) > 4 {
-		// More parts than an address: only the last label decides
-		// whether a resolver might still treat it as numeric; names with
-		// a numeric TLD are refused as well, since no such TLD exists.
-		return numericPart(parts[len(parts)-1])
-	}
-	for _, p := range parts {
-		if !numericPart(p) {
-			return false
-		}
-	}
-	return true
+	return numericPart(parts[len(parts)-1])
 }
 
 func numericPart(p string) bool {
