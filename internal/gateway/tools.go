@@ -632,16 +632,19 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 		return 0, err
 	}
 	cfg := &config.Server{Name: req.ServerName, URL: req.URL, Transport: config.TransportStreamableHTTP}
+	configured := false
 	if conf, ok := g.cfg.Servers[req.ServerName]; ok && conf.IsRemote() && sameURL(conf.URL, req.URL) {
 		// The config declares this very server (e.g. disabled until
-		// needed): use its entry, headers and transport included.
-		cfg = conf
+		// needed): use its entry, headers and transport included. The
+		// operator wrote its URL, so it may be on a private network like
+		// any configured server.
+		cfg, configured = conf, true
 	}
 	// Every address the connection dials is checked, after name
 	// resolution: a name, an /etc/hosts alias or a redirect cannot reach
 	// what the URL checks above would have refused.
 	var checks []netguard.Check
-	if !req.AllowPrivateNetworks {
+	if !req.AllowPrivateNetworks && !configured {
 		checks = append(checks, netguard.DenyPrivate)
 	}
 	for _, c := range req.DialChecks {
