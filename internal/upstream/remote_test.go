@@ -100,7 +100,9 @@ func TestStartFailureClasses(t *testing.T) {
 		handler http.HandlerFunc
 		want    string
 	}{
-		{"status", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "secret page", http.StatusInternalServerError) }, "HTTP status 500"},
+		{"status", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "secret page", http.StatusInternalServerError)
+		}, "HTTP status 500"},
 		{"html", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
 			w.Write([]byte("<h1>secret</h1>"))
