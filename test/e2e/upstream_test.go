@@ -247,12 +247,12 @@ func TestLoadErrorsLeakNothing(t *testing.T) {
 	} {
 		l := startLoopbackListener(t, c.status, c.ctype, c.body)
 		res := call(t, cs, "load_mcp_server", map[string]any{"server_name": "probe" + itoa(i), "url": "http://127.0.0.1:" + l.port + "/"})
-		wantRefused(t, c.ctype+" "+itoa(c.status), res, c.want)
 		for _, frag := range strings.FieldsFunc(secret, func(r rune) bool { return r == ' ' || r == '=' }) {
 			if strings.Contains(text(res), frag) {
 				t.Errorf("status %d %s: the error shows %q of the response: %s", c.status, c.ctype, frag, text(res))
 			}
 		}
+		wantRefused(t, c.ctype+" "+itoa(c.status), res, c.want)
 	}
 	// Nothing listening: the class, not the address's details.
 	wantRefused(t, "closed port", call(t, cs, "load_mcp_server", map[string]any{"server_name": "closed", "url": "http://" + freeAddr(t) + "/mcp"}), "connection refused")
@@ -335,8 +335,15 @@ func TestStartErrorNamesTheError(t *testing.T) {
 	os.WriteFile(script, []byte("console.error('starting up');\nthrow new Error('missing GITHUB_TOKEN: set it in env');\n"), 0o600)
 	cfg := coreConfig(t, map[string]any{"failing": map[string]any{"command": node, "args": []string{script}}})
 	out, _ := exec.Command(binPath, "test-server", "--config", cfg, "failing").CombinedOutput()
-	if !strings.Contains(string(out), "Error: missing GITHUB_TOKEN: set it in env") {
-		t.Fatalf("test-server did not name the Error line:\n%s", out)
+	// The verdict, not the log lines that relay the server's stderr.
+	var verdict string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "did not work") {
+			verdict = l
+		}
+	}
+	if !strings.Contains(verdict, "Error: missing GITHUB_TOKEN: set it in env") {
+		t.Fatalf("test-server did not name the Error line in its verdict %q:\n%s", verdict, out)
 	}
 	if !strings.Contains(string(out), "Node.js v") {
 		t.Logf("note: this node does not print its version last:\n%s", out)
