@@ -39,6 +39,7 @@ const (
 	FailureHTTPStatus       = "HTTP status"
 	FailureNotMCP           = "not an MCP server"
 	FailureTooLarge         = "response too large"
+	FailureListFailed       = "connected, but listing its tools failed"
 	FailureConnectionFailed = "connection failed"
 )
 
@@ -109,6 +110,9 @@ func (s *Server) StartFailure(err error) Failure {
 	if errors.As(err, &r) {
 		return Failure{Class: FailureRefused, Refusal: r.Err}
 	}
+	s.mu.Lock()
+	connected := s.starts > 0
+	s.mu.Unlock()
 	p := &s.probe
 	p.mu.Lock()
 	netErr, status, badType, tooLarge, answered := p.netErr, p.status, p.badType, p.tooLarge, p.answered
@@ -122,6 +126,8 @@ func (s *Server) StartFailure(err error) Failure {
 	switch {
 	case tooLarge:
 		return Failure{Class: FailureTooLarge}
+	case connected:
+		return Failure{Class: FailureListFailed}
 	case status != 0 && !answered:
 		return Failure{Class: FailureHTTPStatus, Status: status}
 	case badType || answered:

@@ -133,3 +133,26 @@ func TestStartFailureClasses(t *testing.T) {
 		t.Errorf("closed port: class %q (error: %v)", got, err)
 	}
 }
+
+// TestStartFailureListFailed: a real MCP server whose tools/list fails is
+// reported as such, not as "not an MCP server", and without its message.
+func TestStartFailureListFailed(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "nolist", Version: "1"}, nil)
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				return nil, errors.New("secret internal detail")
+			}
+			return next(ctx, method, req)
+		}
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer srv.Close()
+	m := NewManager(Options{ConnectTimeout: 5 * time.Second})
+	defer m.Close()
+	up, _ := m.Add(&config.Server{Name: "x", URL: srv.URL, Transport: config.TransportStreamableHTTP})
+	_, err := up.ListTools(context.Background())
+	if f := up.StartFailure(err); f.Class != FailureListFailed || strings.Contains(f.String(), "secret") {
+		t.Fatalf("class %+v (error: %v)", f, err)
+	}
+}
