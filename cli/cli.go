@@ -76,6 +76,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, exts ...e
 		err = runTestServer(ctx, args, stdout, stderr)
 	case "status":
 		err = runStatus(ctx, args, stdout, stderr)
+	case "model":
+		err = runModel(ctx, args, stdout, stderr)
+	case "config":
+		err = runConfig(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "toolgate", gateway.Version)
 	case "help", "-h", "--help":
@@ -118,6 +122,7 @@ Usage:
   toolgate audit verify                                       check the audit log's hash chain
   toolgate test-server [--config FILE] NAME | -- COMMAND ARGS... | --url URL   start a server, list its tools, stop it
   toolgate status  [--addr 127.0.0.1:8787] [--json]           upstream states of a gateway serving HTTP (GET /status)
+  toolgate model    install [--from FILE.tgz] [--dir DIR] | status [--json]   the embedding model for semantic search
   toolgate version
 
 Common flags:

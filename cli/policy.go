@@ -45,12 +45,18 @@ func runPolicy(_ context.Context, args []string, stdout, stderr io.Writer) error
 	// copied as written, so no secret value lands in the generated file.
 	var orig struct {
 		MCPServers map[string]json.RawMessage `json:"mcpServers"`
-		Filters    map[string]json.RawMessage `json:"filters"`
-		Search     json.RawMessage            `json:"search,omitempty"`
-		Audit      json.RawMessage            `json:"audit,omitempty"`
+		// VSCodeServers is VS Code's name for mcpServers; the locked
+		// config uses toolgate's own.
+		VSCodeServers map[string]json.RawMessage `json:"servers"`
+		Filters       map[string]json.RawMessage `json:"filters"`
+		Search        json.RawMessage            `json:"search,omitempty"`
+		Audit         json.RawMessage            `json:"audit,omitempty"`
 	}
 	if err := json.Unmarshal(raw, &orig); err != nil {
 		return fmt.Errorf("%s: %v", path, err)
+	}
+	if orig.MCPServers == nil {
+		orig.MCPServers = orig.VSCodeServers
 	}
 	apath, err := auditPath(path, *state)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/secrets"
 )
 
 // runServers implements `toolgate servers`: the configured servers, the
@@ -33,12 +34,14 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	// A url may hold a secret substituted from a variable.
+	red := secrets.NewRedactor(secrets.ConfigValues(cfg, os.Environ())...)
 	type row struct{ name, source, transport, target, flags string }
 	rows := map[string]*row{}
 	for name, s := range cfg.Servers {
 		r := &row{name: name, source: "config", transport: s.Transport}
 		if s.IsRemote() {
-			r.target = s.URL
+			r.target = red.String(s.URL)
 		} else {
 			r.target = strings.TrimSpace(s.Command + " " + strings.Join(s.Args, " "))
 		}

@@ -37,7 +37,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		_, err := stdout.Write(body)
 		return err
 	}
-	fmt.Fprintf(stdout, "toolgate %s, pid %d: %d server(s), %d tool(s)\n\n", st.Version, st.PID, len(st.Servers), st.Tools)
+	fmt.Fprintf(stdout, "toolgate %s, pid %d: %d server(s), %d tool(s)\n", st.Version, st.PID, len(st.Servers), st.Tools)
+	if st.Audit != nil {
+		fmt.Fprintf(stdout, "audit chain at seq %d, hash %s\n", st.Audit.Seq, st.Audit.Hash)
+	}
+	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tSTATE\tTOOLS\tIN FLIGHT\tSTARTED\tLAST CALL\tRESTARTS\tLAST ERROR")
 	for _, s := range st.Servers {

@@ -102,6 +102,9 @@ Flags:
 			slices.Sort(names)
 			return fmt.Errorf("%s has no server %q (it has: %s)", conf.Path, name, strings.Join(names, ", "))
 		}
+		if s.DisabledReason != "" {
+			return fmt.Errorf("%s: server %q is disabled: %s", conf.Path, name, s.DisabledReason)
+		}
 		cfg = s
 	}
 	if cfg.Name == "" || config.ValidateServerName(cfg.Name) != nil {

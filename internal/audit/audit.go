@@ -1,24 +1,35 @@
 // Package audit is toolgate's record: an append-only JSON-lines log of
 // every decision and detection, each record chained to the one before by a
-// SHA-256 hash so that an edited, removed or reordered record is caught by
-// Verify. Append returns only after the record is written to the file and
-// synced, so an acknowledged event survives kill -9 (and, with sync on, a
-// power cut).
+// SHA-256 hash so that an edited, removed, inserted or reordered record is
+// caught by Verify.
+//
+// Several processes may append to one log (a serve beside one-off commands,
+// or two gateways on one state folder): every append takes an exclusive
+// flock on PATH.lock, re-reads the chain's tail if another process wrote
+// since, and continues from there. The last sequence number and hash are
+// kept in a checkpoint (PATH.checkpoint, rewritten whole under the same
+// lock) so that a removed tail, an emptied or a deleted log is caught too.
+// The log rotates by size into PATH.<first seq>, the chain continuing
+// across files.
+//
+// Append returns only after the record and its checkpoint reached the
+// kernel (enough for kill -9) or, with sync on, the disk.
 package audit
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -58,20 +69,40 @@ type Event struct {
 // genesis is the Prev of the first record.
 const genesis = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// Log is an open audit log. It is safe for concurrent use.
-type Log struct {
-	path   string
-	f      *os.File
-	sync   bool
-	redact func(string) string
+// Rotation defaults: 8 files of at most 64 MiB bound the log to 512 MiB.
+const (
+	DefaultMaxSize  = 64 << 20
+	DefaultMaxFiles = 8
+)
 
-	mu   sync.Mutex // orders records: seq, prev, write
+// Head is the last record of the chain as this process last saw it: its
+// sequence number and hash, the figures a monitor can compare over time.
+type Head struct {
+	Seq  uint64 `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+// Log is an open audit log. It is safe for concurrent use, by goroutines
+// and by processes.
+type Log struct {
+	path     string
+	sync     bool
+	redact   func(string) string
+	maxSize  int64
+	maxFiles int
+	log      *slog.Logger
+
+	mu   sync.Mutex // one append at a time in this process; the flock orders processes
+	lock *os.File   // PATH.lock, flocked around every append
+	ck   *os.File   // PATH.checkpoint
+	f    *os.File   // the current file, O_APPEND
+	end  int64      // f's size after this process's last write; -1 when unknown
 	seq  uint64
 	prev string
-	gen  atomic.Uint64 // records written
-
-	syncMu sync.Mutex // one fsync at a time; later writers ride on it
-	synced uint64
+	// first is the sequence number of the oldest record kept (rotation
+	// deletes older files), recorded in the checkpoint.
+	first uint64
+	head  atomic.Pointer[Head]
 }
 
 // Options configure Open.
@@ -79,34 +110,55 @@ type Options struct {
 	// NoSync skips fsync: records still reach the kernel before Append
 	// returns (enough for kill -9), but not the disk.
 	NoSync bool
-	// Redact is applied to every string of an event before it is written.
+	// Redact is applied to every string of an event, keys included, before
+	// it is written.
 	Redact func(string) string
+	// MaxSize is the size in bytes past which the log rotates
+	// (0: DefaultMaxSize; negative: never).
+	MaxSize int64
+	// MaxFiles is how many files are kept, the current one included
+	// (0: DefaultMaxFiles). The oldest are deleted.
+	MaxFiles int
+	// Logger receives warnings (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // Open opens (creating if needed) the log at path and continues its chain.
-// A log whose last record does not parse is an error: appending after a
-// torn record would hide it.
+// A log whose last record is damaged, or that disagrees with its
+// checkpoint (a removed tail, an emptied or replaced file), is an error:
+// continuing it would hide what happened.
 func Open(path string, opts Options) (*Log, error) {
+	if opts.MaxSize == 0 {
+		opts.MaxSize = DefaultMaxSize
+	}
+	if opts.MaxFiles <= 0 {
+		opts.MaxFiles = DefaultMaxFiles
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %v", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	lock, err := os.OpenFile(lockPath(path), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %v", err)
 	}
-	l := &Log{path: path, f: f, sync: !opts.NoSync, redact: opts.Redact, prev: genesis}
-	last, err := lastLine(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("audit %s: %v", path, err)
+	l := &Log{path: path, sync: !opts.NoSync, redact: opts.Redact, maxSize: opts.MaxSize, maxFiles: opts.MaxFiles,
+		log: opts.Logger, lock: lock, end: -1, prev: genesis, first: 1}
+	if err := flock(lock, syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, err
 	}
-	if last != nil {
-		var e Event
-		if err := json.Unmarshal(last, &e); err != nil || e.Hash == "" {
-			f.Close()
-			return nil, fmt.Errorf("audit %s: the last record is damaged (%q...); run `toolgate audit verify` and move the file aside", path, truncate(string(last), 40))
-		}
-		l.seq, l.prev = e.Seq, e.Hash
+	if l.ck, err = os.OpenFile(checkpointPath(path), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		flock(lock, syscall.LOCK_UN)
+		lock.Close()
+		return nil, fmt.Errorf("audit: %v", err)
+	}
+	defer flock(lock, syscall.LOCK_UN)
+	if _, err := l.catchUp(true); err != nil {
+		l.close()
+		return nil, err
 	}
 	return l, nil
 }
@@ -114,82 +166,288 @@ func Open(path string, opts Options) (*Log, error) {
 // Path is the log file's path.
 func (l *Log) Path() string { return l.path }
 
+// Head is the chain's last record as this process last saw it.
+func (l *Log) Head() Head {
+	if h := l.head.Load(); h != nil {
+		return *h
+	}
+	return Head{}
+}
+
 // Append writes e as the next record, filling Seq, Time (if zero), Prev and
-// Hash, and returns once it is durable.
+// Hash, and returns once it is written (durable with sync on). Every
+// string is redacted first, so no caller can write a secret in clear.
 func (l *Log) Append(e Event) error {
-	if l.redact != nil {
-		e.Session, e.Reason = l.redact(e.Session), l.redact(e.Reason)
-		e.Fields = redactFields(e.Fields, l.redact)
+	fields, err := l.canonical(e.Fields)
+	if err != nil {
+		return fmt.Errorf("audit: encode %s event: %v", e.Type, err)
+	}
+	e.Fields = fields
+	if r := l.redact; r != nil {
+		e.Type, e.Session, e.Server, e.Tool = r(e.Type), r(e.Session), r(e.Server), r(e.Tool)
+		e.Action, e.Reason = r(e.Action), r(e.Reason)
 	}
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
-	l.mu.Lock()
-	e.Seq = l.seq + 1
-	e.Prev = l.prev
-	e.Hash = ""
-	body, err := json.Marshal(e)
-	if err != nil {
-		l.mu.Unlock()
-		return fmt.Errorf("audit: encode %s event: %v", e.Type, err)
-	}
-	// Hash is the last field and empty in body: splice the hash in rather
-	// than encoding the event a second time.
-	e.Hash = hashOf(body)
-	const empty = `"hash":""}`
-	if !bytes.HasSuffix(body, []byte(empty)) {
-		l.mu.Unlock()
-		return fmt.Errorf("audit: encoded %s event does not end with its hash field", e.Type)
-	}
-	line := make([]byte, 0, len(body)+len(e.Hash)+1)
-	line = append(line, body[:len(body)-len(empty)]...)
-	line = append(line, `"hash":"`...)
-	line = append(line, e.Hash...)
-	line = append(line, "\"}\n"...)
-	if _, err := l.f.Write(line); err != nil {
-		l.mu.Unlock()
-		return fmt.Errorf("audit: write: %v", err)
-	}
-	l.seq, l.prev = e.Seq, e.Hash
-	gen := l.gen.Add(1)
-	l.mu.Unlock()
-	if !l.sync {
-		return nil
-	}
-	return l.syncTo(gen)
-}
 
-// syncTo makes sure every record up to gen is on disk. Concurrent callers
-// share one fsync: whoever syncs covers everything written before it.
-func (l *Log) syncTo(gen uint64) error {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	if l.synced >= gen {
-		return nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return errors.New("audit: the log is closed")
 	}
-	target := l.gen.Load()
-	if err := l.f.Sync(); err != nil {
-		return fmt.Errorf("audit: sync: %v", err)
+	if err := flock(l.lock, syscall.LOCK_EX); err != nil {
+		return err
 	}
-	l.synced = target
+	defer flock(l.lock, syscall.LOCK_UN)
+	size, err := l.catchUp(false)
+	if err != nil {
+		return err
+	}
+	e.Seq, e.Prev, e.Hash = l.seq+1, l.prev, ""
+	line, hash, err := encode(&e)
+	if err != nil {
+		return err
+	}
+	var drop []string
+	if l.maxSize > 0 && size > 0 && size+int64(len(line)) > l.maxSize {
+		if drop, err = l.rotate(e.Seq); err != nil {
+			return err
+		}
+		size = 0
+	}
+	if n, err := l.f.Write(line); err != nil {
+		// Take back a partial line: a torn record would stop every
+		// later append and open.
+		if n > 0 {
+			_ = l.f.Truncate(size)
+		}
+		l.end = -1
+		return fmt.Errorf("audit: write %s: %v", l.path, err)
+	}
+	l.end = size + int64(len(line))
+	if l.sync {
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("audit: sync %s: %v", l.path, err)
+		}
+	}
+	l.seq, l.prev = e.Seq, hash
+	if err := writeCheckpoint(l.ck, checkpoint{Seq: l.seq, Hash: l.prev, First: l.first}, l.sync); err != nil {
+		return err
+	}
+	l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
+	// Deleted only now that the checkpoint no longer counts on them.
+	for _, p := range drop {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.log.Warn("audit: remove rotated file", "path", p, "error", err)
+		}
+	}
 	return nil
 }
 
-// Close closes the file.
-func (l *Log) Close() error { return l.f.Close() }
-
-func hashOf(body []byte) string {
-	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:])
+// catchUp brings the in-memory chain state up to the file, under the lock:
+// another process may have appended or rotated since this one last wrote.
+// It checks what it reads against the checkpoint and returns the current
+// file's size.
+func (l *Log) catchUp(opening bool) (int64, error) {
+	if err := l.reopenIfMoved(); err != nil {
+		return 0, err
+	}
+	st, err := l.f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("audit: %v", err)
+	}
+	if st.Size() == l.end {
+		return l.end, nil // nobody else wrote: the tail is ours
+	}
+	tail, tailFile, err := lastRecord(l.path, l.f)
+	if err != nil {
+		return 0, err
+	}
+	if err := l.reopenCheckpoint(); err != nil {
+		return 0, err
+	}
+	ck, err := readCheckpoint(l.path)
+	if err != nil {
+		return 0, err
+	}
+	seq, hash := uint64(0), genesis
+	if tail != nil {
+		seq, hash = tail.Seq, tail.Hash
+	}
+	switch {
+	case ck == nil && tail == nil:
+		l.first = 1
+	case ck == nil:
+		if !opening {
+			return 0, fmt.Errorf("audit: %s was removed while the log was in use; run `toolgate audit verify`", checkpointPath(l.path))
+		}
+		// A log written before checkpoints existed: anchor it from here.
+		first, err := firstSeq(l.path)
+		if err != nil {
+			return 0, err
+		}
+		l.first = first
+		if err := writeCheckpoint(l.ck, checkpoint{Seq: seq, Hash: hash, First: first}, l.sync); err != nil {
+			return 0, err
+		}
+		l.log.Warn("audit: the log had no checkpoint; one was created at its current end (records removed from its end before now cannot be detected)", "path", l.path, "seq", seq)
+	case ck.Seq == seq && ck.Hash == hash,
+		// The record was written but the process stopped before its
+		// checkpoint: the record links to the checkpoint, so nothing is lost.
+		tail != nil && ck.Seq+1 == seq && ck.Hash == tail.Prev:
+		l.first = ck.First
+	default:
+		where := l.path
+		if tailFile != "" {
+			where = tailFile
+		}
+		return 0, fmt.Errorf("audit: %s ends at seq %d (hash %.12s) but %s says seq %d (hash %.12s): records were removed or the file was replaced "+
+			"(or, with fsync off, the machine stopped before they reached the disk); "+
+			"run `toolgate audit verify`, and to start a new chain move the log files and the checkpoint aside",
+			where, seq, hash, checkpointPath(l.path), ck.Seq, ck.Hash)
+	}
+	l.seq, l.prev, l.end = seq, hash, st.Size()
+	l.head.Store(&Head{Seq: seq, Hash: hash})
+	return st.Size(), nil
 }
 
-func redactFields(m map[string]any, r func(string) string) map[string]any {
-	if m == nil {
-		return nil
+// reopenIfMoved reopens the path when the open file is no longer there
+// (another process rotated it, or it was deleted).
+func (l *Log) reopenIfMoved() error {
+	pst, err := os.Stat(l.path)
+	if err == nil {
+		fst, ferr := l.f.Stat()
+		if ferr == nil && os.SameFile(pst, fst) {
+			return nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("audit: %v", err)
 	}
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit: %v", err)
+	}
+	if l.f != nil {
+		l.f.Close()
+	}
+	l.f, l.end = f, -1
+	return nil
+}
+
+// reopenCheckpoint makes sure the checkpoint written is the one at the
+// path (it may have been deleted or replaced since it was opened).
+func (l *Log) reopenCheckpoint() error {
+	p := checkpointPath(l.path)
+	if pst, err := os.Stat(p); err == nil {
+		if fst, err := l.ck.Stat(); err == nil && os.SameFile(pst, fst) {
+			return nil
+		}
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit: %v", err)
+	}
+	l.ck.Close()
+	l.ck = f
+	return nil
+}
+
+// rotate moves the current file to PATH.<its first seq>, starts a new one,
+// and returns the oldest files past MaxFiles, to delete once the checkpoint
+// is written. next is the sequence number about to be written.
+func (l *Log) rotate(next uint64) ([]string, error) {
+	first, err := firstSeqOf(l.path)
+	if err != nil {
+		return nil, err
+	}
+	if l.sync {
+		if err := l.f.Sync(); err != nil {
+			return nil, fmt.Errorf("audit: sync %s: %v", l.path, err)
+		}
+	}
+	name := rotatedName(l.path, first)
+	if _, err := os.Lstat(name); err == nil {
+		return nil, fmt.Errorf("audit: cannot rotate %s: %s exists", l.path, name)
+	}
+	if err := os.Rename(l.path, name); err != nil {
+		return nil, fmt.Errorf("audit: rotate: %v", err)
+	}
+	if err := l.reopenIfMoved(); err != nil {
+		return nil, err
+	}
+	rotated, err := rotatedFiles(l.path)
+	if err != nil {
+		return nil, err
+	}
+	keep := l.maxFiles - 1
+	if len(rotated) <= keep {
+		return nil, nil
+	}
+	drop := rotated[:len(rotated)-keep]
+	if keep == 0 {
+		l.first = next
+	} else {
+		l.first = rotated[len(rotated)-keep].first
+	}
+	out := make([]string, len(drop))
+	for i, r := range drop {
+		out[i] = r.path
+	}
+	return out, nil
+}
+
+// Close closes the files.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.close()
+}
+
+func (l *Log) close() error {
+	var err error
+	if l.f != nil {
+		err = l.f.Close()
+		l.f = nil
+	}
+	if l.ck != nil {
+		l.ck.Close()
+		l.ck = nil
+	}
+	if l.lock != nil {
+		l.lock.Close()
+		l.lock = nil
+	}
+	return err
+}
+
+// canonical returns fields as JSON would give them back (maps, slices,
+// strings, json.Number), redacted: what is hashed and written is then
+// exactly what a reader decodes, whatever structs a caller passed.
+func (l *Log) canonical(m map[string]any) (map[string]any, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var out map[string]any
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	if l.redact != nil {
+		out = redactMap(out, l.redact)
+	}
+	return out, nil
+}
+
+func redactMap(m map[string]any, r func(string) string) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
-		out[k] = redactValue(v, r)
+		out[r(k)] = redactValue(v, r)
 	}
 	return out
 }
@@ -198,14 +456,8 @@ func redactValue(v any, r func(string) string) any {
 	switch x := v.(type) {
 	case string:
 		return r(x)
-	case []string:
-		out := make([]string, len(x))
-		for i, s := range x {
-			out[i] = r(s)
-		}
-		return out
 	case map[string]any:
-		return redactFields(x, r)
+		return redactMap(x, r)
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
@@ -213,41 +465,69 @@ func redactValue(v any, r func(string) string) any {
 		}
 		return out
 	}
-	return v
+	return v // json.Number, bool, nil
 }
 
-// lastLine returns the last non-empty line of f, reading from the end.
-func lastLine(f *os.File) ([]byte, error) {
-	st, err := f.Stat()
+// hashSuffix is how every record ends: the hash is the last field, and
+// the hash covers the record's bytes with that field empty.
+const (
+	emptyHash  = `"hash":""}`
+	hashSuffix = len(`"hash":""}`) + 64
+)
+
+// encode produces the record's line (the bytes written, newline included)
+// and its hash, computed over exactly those bytes with the hash field
+// empty. The record is encoded once; Verify hashes the bytes it reads, so
+// nothing depends on re-encoding giving the same bytes.
+func encode(e *Event) ([]byte, string, error) {
+	body, err := json.Marshal(e)
 	if err != nil {
-		return nil, err
+		return nil, "", fmt.Errorf("audit: encode %s event: %v", e.Type, err)
 	}
-	size := st.Size()
-	if size == 0 {
-		return nil, nil
+	if !bytes.HasSuffix(body, []byte(emptyHash)) {
+		return nil, "", fmt.Errorf("audit: encoded %s event does not end with its hash field", e.Type)
 	}
-	const chunk = 64 * 1024
-	var buf []byte
-	for off := size; off > 0; {
-		n := int64(chunk)
-		if off < n {
-			n = off
-		}
-		off -= n
-		b := make([]byte, n)
-		if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
-			return nil, err
-		}
-		buf = append(b, buf...)
-		trimmed := bytes.TrimRight(buf, "\n")
-		if i := bytes.LastIndexByte(trimmed, '\n'); i >= 0 {
-			return trimmed[i+1:], nil
-		}
-		if off == 0 && len(trimmed) > 0 {
-			return trimmed, nil
-		}
+	hash := hashOf(body)
+	line := make([]byte, 0, len(body)+len(hash)+1)
+	line = append(line, body[:len(body)-2]...) // up to `"hash":"`
+	line = append(line, hash...)
+	line = append(line, "\"}\n"...)
+	return line, hash, nil
+}
+
+// rawHash checks a record's bytes (without the newline): it returns the
+// hash the record states and the hash of its bytes with that field empty.
+func rawHash(raw []byte) (stated, actual string, ok bool) {
+	if len(raw) < hashSuffix || !bytes.HasSuffix(raw, []byte(`"}`)) {
+		return "", "", false
 	}
-	return nil, nil
+	tail := raw[len(raw)-hashSuffix:]
+	if !bytes.HasPrefix(tail, []byte(`"hash":"`)) {
+		return "", "", false
+	}
+	stated = string(tail[len(`"hash":"`) : len(tail)-2])
+	body := make([]byte, 0, len(raw)-64)
+	body = append(body, raw[:len(raw)-hashSuffix]...)
+	body = append(body, emptyHash...)
+	return stated, hashOf(body), true
+}
+
+func hashOf(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("audit: lock %s: %v", f.Name(), err)
+		}
+		return nil
+	}
 }
 
 func truncate(s string, n int) string {
@@ -255,92 +535,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
-}
-
-// BrokenError reports the first record that breaks the chain.
-type BrokenError struct {
-	Line   int
-	Seq    uint64
-	Reason string
-}
-
-func (e *BrokenError) Error() string {
-	return fmt.Sprintf("audit chain broken at line %d (seq %d): %s", e.Line, e.Seq, e.Reason)
-}
-
-// Verify reads the log at path and checks every record's hash and link. It
-// returns the number of valid records and, if the chain breaks, a
-// *BrokenError naming the first bad record.
-func Verify(path string) (int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	n := 0
-	lastHash := ""
-	err = scan(f, func(line int, raw []byte, e *Event, perr error) error {
-		if perr != nil {
-			return &BrokenError{Line: line, Reason: "not a valid record: " + perr.Error()}
-		}
-		want := genesis
-		if n > 0 {
-			want = lastHash
-		}
-		if e.Prev != want {
-			return &BrokenError{Line: line, Seq: e.Seq, Reason: "prev does not match the hash of the record before (a record was removed, inserted or reordered)"}
-		}
-		if e.Seq != uint64(n+1) {
-			return &BrokenError{Line: line, Seq: e.Seq, Reason: fmt.Sprintf("seq is %d, want %d", e.Seq, n+1)}
-		}
-		h := e.Hash
-		e.Hash = ""
-		body, _ := json.Marshal(e)
-		if hashOf(body) != h {
-			return &BrokenError{Line: line, Seq: e.Seq, Reason: "hash does not match the record's content (it was edited)"}
-		}
-		lastHash = h
-		n++
-		return nil
-	})
-	return n, err
-}
-
-// Read calls fn for every record in order, stopping at fn's first error.
-func Read(path string, fn func(*Event) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return scan(f, func(line int, _ []byte, e *Event, perr error) error {
-		if perr != nil {
-			return fmt.Errorf("audit %s line %d: %v", path, line, perr)
-		}
-		return fn(e)
-	})
-}
-
-func scan(r io.Reader, fn func(line int, raw []byte, e *Event, err error) error) error {
-	br := bufio.NewReaderSize(r, 64*1024)
-	line := 0
-	for {
-		raw, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(raw)) > 0 {
-			line++
-			var e Event
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.UseNumber()
-			perr := dec.Decode(&e)
-			if ferr := fn(line, raw, &e, perr); ferr != nil {
-				return ferr
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }

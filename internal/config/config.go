@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -50,6 +51,13 @@ type Config struct {
 	// upstream server (0: DefaultMaxResponseBytes); a server's own
 	// max_response_bytes overrides it.
 	MaxResponseBytes int64
+	// Ignored lists the top-level keys of other MCP clients' files
+	// (Claude Desktop's globalShortcut, VS Code's inputs, ...) that were
+	// read and ignored, sorted; the gateway logs them once.
+	Ignored []string
+	// ServersKey is the key the servers were read from: "mcpServers", or
+	// "servers" for a VS Code mcp.json.
+	ServersKey string
 }
 
 // Audit is the "audit" object.
@@ -65,6 +73,11 @@ type Audit struct {
 	// a record still reaches the kernel before the call returns, which
 	// survives kill -9 but not a power cut.
 	Fsync bool `json:"fsync,omitempty"`
+	// MaxSizeMB rotates the log when it would grow past this many MiB
+	// (default 64); MaxFiles is how many files are kept, the current one
+	// included (default 8).
+	MaxSizeMB int `json:"max_size_mb,omitempty"`
+	MaxFiles  int `json:"max_files,omitempty"`
 }
 
 // On reports whether the audit log is enabled.
@@ -72,6 +85,9 @@ func (a Audit) On() bool { return a.Enabled == nil || *a.Enabled }
 
 // Search modes.
 const (
+	// SearchAuto, the default, is SearchHybrid when the embedding model is
+	// installed and SearchLexical (with a warning) when it is not.
+	SearchAuto    = "auto"
 	SearchHybrid  = "hybrid"
 	SearchLexical = "lexical"
 	SearchDense   = "dense"
@@ -79,10 +95,11 @@ const (
 
 // Search is the "search" object.
 type Search struct {
-	// Mode is "hybrid" (default), "lexical" or "dense".
+	// Mode is "auto" (default), "hybrid", "lexical" or "dense".
 	Mode string `json:"mode,omitempty"`
-	// ModelDir holds the embedding model (default: $TOOLGATE_MODEL_DIR or
-	// the checkout's .cache/models/all-MiniLM-L6-v2), relative to the config.
+	// ModelDir holds the embedding model (default: model.Find's lookup:
+	// $TOOLGATE_MODEL_DIR, the user cache folder, the checkout), relative
+	// to the config.
 	ModelDir string `json:"model_dir,omitempty"`
 	// DenseWeight is the share of the semantic score in hybrid mode.
 	DenseWeight *float64 `json:"dense_weight,omitempty"`
@@ -105,6 +122,15 @@ const (
 	TransportSSE            = "sse"
 )
 
+// serverTypes maps the "type" values other MCP clients write (Claude Code's
+// .mcp.json, Cursor, VS Code) to toolgate's transports.
+var serverTypes = map[string]string{
+	"stdio":           TransportStdio,
+	"http":            TransportStreamableHTTP,
+	"streamable-http": TransportStreamableHTTP,
+	"sse":             TransportSSE,
+}
+
 // Server is one entry of mcpServers.
 type Server struct {
 	Name    string            `json:"-"`
@@ -116,8 +142,23 @@ type Server struct {
 	// Transport is "stdio" for command servers; for url servers it is
 	// "streamable-http" (the default, falling back to SSE) or "sse".
 	Transport string `json:"transport,omitempty"`
+	// Type is the other clients' spelling of the transport: "stdio",
+	// "http" (streamable HTTP), "streamable-http" or "sse". After Parse,
+	// Transport holds the transport either key asked for.
+	Type string `json:"type,omitempty"`
 	// Disabled servers are kept in the config but never started.
 	Disabled bool `json:"disabled,omitempty"`
+	// DisabledReason says why Parse disabled a server the file did not
+	// disable (a $VAR that is not set); "" for servers disabled in the file.
+	// It names variables, never values.
+	DisabledReason string `json:"-"`
+	// Vars are the variables substituted into URL, Command and Args, by
+	// name, so that the redactor can mask those that hold a secret (a key
+	// in a path or an argument). Those of Env and Headers are their values.
+	Vars map[string]string `json:"-"`
+	// unresolved is set when a variable did not resolve: the values are
+	// left as written and the server is disabled.
+	unresolved bool
 	// EnvAllow and EnvDeny (globs) choose what of the gateway's own
 	// environment a stdio server inherits; see secrets.EnvFilter.
 	EnvAllow []string `json:"env_allow,omitempty"`
@@ -125,6 +166,10 @@ type Server struct {
 	// Dir is the working directory of a stdio server, relative to the
 	// config's folder (default: the config's folder).
 	Dir string `json:"cwd,omitempty"`
+	// EnvFile is a file of KEY=VALUE lines (VS Code's and Cursor's
+	// "envFile"), relative to the config's folder, whose variables a stdio
+	// server gets beside Env; Env wins on the same name. Parse reads it.
+	EnvFile string `json:"envFile,omitempty"`
 	// Lazy servers are not started until one of their tools is called;
 	// their tools are searchable from the catalogue cache meanwhile.
 	Lazy bool `json:"lazy,omitempty"`
@@ -190,9 +235,14 @@ func (s *Server) IsRemote() bool { return s.URL != "" }
 
 type fileFormat struct {
 	MCPServers map[string]json.RawMessage `json:"mcpServers"`
-	Filters    json.RawMessage            `json:"filters,omitempty"`
-	Search     *Search                    `json:"search,omitempty"`
-	Audit      *Audit                     `json:"audit,omitempty"`
+	// VSCodeServers is VS Code's name for mcpServers (.vscode/mcp.json).
+	VSCodeServers map[string]json.RawMessage `json:"servers,omitempty"`
+	otherClients
+	Filters json.RawMessage `json:"filters,omitempty"`
+	// Search and Audit are decoded on their own, so an unknown key in
+	// them is matched against their keys for a did-you-mean.
+	Search json.RawMessage `json:"search,omitempty"`
+	Audit  json.RawMessage `json:"audit,omitempty"`
 	Exposure
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
@@ -200,6 +250,37 @@ type fileFormat struct {
 	// Review is informational (e.g. the blocked tools a generated policy
 	// lists for a person to look at); toolgate ignores it.
 	Review json.RawMessage `json:"review,omitempty"`
+}
+
+// otherClients are the top-level keys other MCP clients keep beside their
+// servers, so that their whole file loads: they are read, ignored and
+// reported in Config.Ignored. Any other unknown key is still an error.
+type otherClients struct {
+	// Claude Desktop (claude_desktop_config.json).
+	GlobalShortcut           json.RawMessage `json:"globalShortcut,omitempty"`
+	Preferences              json.RawMessage `json:"preferences,omitempty"`
+	IsUsingBuiltInNodeForMcp json.RawMessage `json:"isUsingBuiltInNodeForMcp,omitempty"`
+	IsDxtEnabled             json.RawMessage `json:"isDxtEnabled,omitempty"`
+	IsDxtAutoUpdatesEnabled  json.RawMessage `json:"isDxtAutoUpdatesEnabled,omitempty"`
+	Theme                    json.RawMessage `json:"theme,omitempty"`
+	Telemetry                json.RawMessage `json:"telemetry,omitempty"`
+	// VS Code (mcp.json): the prompts behind ${input:ID}; toolgate cannot
+	// prompt, so a server that refers to one is disabled (see Expand).
+	Inputs json.RawMessage `json:"inputs,omitempty"`
+}
+
+// present lists the keys of o that the file set, sorted.
+func (o *otherClients) present() []string {
+	var keys []string
+	v := reflect.ValueOf(o).Elem()
+	for i := range v.NumField() {
+		if len(v.Field(i).Bytes()) > 0 {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+			keys = append(keys, name)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // Error is a configuration problem with the file it came from.
@@ -270,13 +351,21 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 	if err := strictDecode(data, &ff); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}
 	}
-	if ff.MCPServers == nil {
+	serversKey := "mcpServers"
+	switch {
+	case ff.MCPServers != nil && ff.VSCodeServers != nil:
+		return nil, &Error{File: file, Msg: `both "mcpServers" and "servers" (VS Code's name for it) are set; keep one`}
+	case ff.VSCodeServers != nil:
+		ff.MCPServers, serversKey = ff.VSCodeServers, "servers"
+	case ff.MCPServers == nil:
 		return nil, &Error{File: file, Msg: `missing "mcpServers" object`}
 	}
 	cfg := &Config{
-		Path:    file,
-		Servers: make(map[string]*Server, len(ff.MCPServers)),
-		DotEnv:  dotenv,
+		Path:       file,
+		Servers:    make(map[string]*Server, len(ff.MCPServers)),
+		DotEnv:     dotenv,
+		Ignored:    ff.otherClients.present(),
+		ServersKey: serversKey,
 	}
 	if file != "" {
 		cfg.Dir = filepath.Dir(file)
@@ -289,15 +378,27 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 	sort.Strings(names)
 	for _, name := range names {
 		var s Server
+		where := serversKey + "." + name
 		if err := strictDecode(ff.MCPServers[name], &s); err != nil {
-			return nil, &Error{File: file, Msg: fmt.Sprintf("mcpServers.%s: %v", name, err)}
+			return nil, &Error{File: file, Msg: fmt.Sprintf("%s: %v", where, err)}
 		}
 		s.Name = name
-		if err := s.validate(); err != nil {
-			return nil, &Error{File: file, Msg: fmt.Sprintf("mcpServers.%s: %v", name, err)}
+		// A variable that is not set disables this server only, so one
+		// missing token does not stop every other server; the gateway
+		// warns with the reason and `toolgate config check` fails on it.
+		// A server the file disables needs none of its variables.
+		err := s.resolve(lookup)
+		if err == nil && s.EnvFile != "" && !s.Disabled {
+			err = s.readEnvFile(cfg.Dir)
 		}
-		if err := s.resolve(lookup); err != nil {
-			return nil, &Error{File: file, Msg: fmt.Sprintf("mcpServers.%s: %v", name, err)}
+		if err != nil {
+			s.unresolved = true
+			if !s.Disabled {
+				s.Disabled, s.DisabledReason = true, err.Error()
+			}
+		}
+		if err := s.validate(); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("%s: %v", where, err)}
 		}
 		// A stdio server runs in the config's folder unless told otherwise,
 		// so relative paths in command and args mean the same as elsewhere
@@ -307,13 +408,20 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		}
 		cfg.Servers[name] = &s
 	}
-	if ff.Search != nil {
-		cfg.Search = *ff.Search
+	if len(ff.Search) > 0 {
+		if err := strictDecode(ff.Search, &cfg.Search); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("search: %v", err)}
+		}
 	}
-	if ff.Audit != nil {
-		cfg.Audit = *ff.Audit
+	if len(ff.Audit) > 0 {
+		if err := strictDecode(ff.Audit, &cfg.Audit); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("audit: %v", err)}
+		}
 		if cfg.Audit.Path != "" && !filepath.IsAbs(cfg.Audit.Path) {
 			cfg.Audit.Path = filepath.Join(cfg.Dir, cfg.Audit.Path)
+		}
+		if cfg.Audit.MaxSizeMB < 0 || cfg.Audit.MaxFiles < 0 {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("audit: max_size_mb (%d) and max_files (%d) must be positive (0: the default)", cfg.Audit.MaxSizeMB, cfg.Audit.MaxFiles)}
 		}
 	}
 	if err := cfg.Search.validate(cfg.Dir); err != nil {
@@ -439,6 +547,11 @@ func (s *Server) validate() error {
 		return errors.New(`set either "command" (stdio) or "url" (remote), not both`)
 	case s.Command == "" && s.URL == "":
 		return errors.New(`missing "command" (stdio server) or "url" (remote server)`)
+	}
+	if err := s.applyType(); err != nil {
+		return err
+	}
+	switch {
 	case s.Command != "":
 		if s.Transport != "" && s.Transport != TransportStdio {
 			return fmt.Errorf(`transport %q does not go with "command"; only "stdio"`, s.Transport)
@@ -453,7 +566,9 @@ func (s *Server) validate() error {
 		}
 		s.Transport = TransportStdio
 	default:
-		if err := ValidateURL(s.URL); err != nil {
+		// A url holding an unset variable cannot be checked; its server is
+		// disabled, with that reason unless the file disabled it already.
+		if err := ValidateURL(s.URL); err != nil && !s.unresolved {
 			return err
 		}
 		switch s.Transport {
@@ -463,10 +578,32 @@ func (s *Server) validate() error {
 		default:
 			return fmt.Errorf(`unknown transport %q (want "streamable-http" or "sse")`, s.Transport)
 		}
-		if len(s.Args) > 0 || len(s.Env) > 0 || len(s.EnvAllow) > 0 || len(s.EnvDeny) > 0 {
-			return errors.New(`"args", "env", "env_allow" and "env_deny" only apply to command servers`)
+		if len(s.Args) > 0 || len(s.Env) > 0 || len(s.EnvAllow) > 0 || len(s.EnvDeny) > 0 || s.EnvFile != "" {
+			return errors.New(`"args", "env", "envFile", "env_allow" and "env_deny" only apply to command servers`)
 		}
 	}
+	return nil
+}
+
+// applyType checks "type" against "command"/"url" and "transport" and
+// turns it into Transport.
+func (s *Server) applyType() error {
+	if s.Type == "" {
+		return nil
+	}
+	want, ok := serverTypes[s.Type]
+	if !ok {
+		return fmt.Errorf(`unknown type %q (want "stdio", "http", "streamable-http" or "sse")`, s.Type)
+	}
+	switch {
+	case want == TransportStdio && s.Command == "":
+		return fmt.Errorf(`"type": %q needs "command"; this server has "url" (use "http" or "sse")`, s.Type)
+	case want != TransportStdio && s.Command != "":
+		return fmt.Errorf(`"type": %q needs "url"; this server has "command" (use "stdio")`, s.Type)
+	case s.Transport != "" && s.Transport != want:
+		return fmt.Errorf(`"type": %q and "transport": %q disagree; keep one`, s.Type, s.Transport)
+	}
+	s.Transport = want
 	return nil
 }
 
@@ -480,22 +617,120 @@ func ValidateURL(raw string) error {
 	return nil
 }
 
+// resolve expands the variables of url, command, args, env and headers,
+// in that order and in key order, so the error names the same first problem
+// every time. On error s is left unexpanded: a server whose variables do
+// not all resolve must not start with some of them.
 func (s *Server) resolve(lookup func(string) (string, bool)) error {
-	for k, v := range s.Env {
-		r, err := Expand(v, lookup)
-		if err != nil {
-			return fmt.Errorf("env.%s: %v", k, err)
-		}
-		s.Env[k] = r
+	vars := map[string]string{}
+	used := func(name, value string) { vars[name] = value }
+	url, err := expand(s.URL, lookup, used, false)
+	if err != nil {
+		return fmt.Errorf("url: %v", err)
 	}
-	for k, v := range s.Headers {
-		r, err := Expand(v, lookup)
+	command, err := expand(s.Command, lookup, used, true)
+	if err != nil {
+		return fmt.Errorf("command: %v", err)
+	}
+	var args []string
+	if s.Args != nil {
+		args = make([]string, 0, len(s.Args))
+	}
+	for i, a := range s.Args {
+		r, err := expand(a, lookup, used, true)
 		if err != nil {
-			return fmt.Errorf("headers.%s: %v", k, err)
+			return fmt.Errorf("args[%d]: %v", i, err)
 		}
-		s.Headers[k] = r
+		args = append(args, r)
+	}
+	envFile, err := expand(s.EnvFile, lookup, used, true)
+	if err != nil {
+		return fmt.Errorf("envFile: %v", err)
+	}
+	env, err := expandMap("env", s.Env, lookup)
+	if err != nil {
+		return err
+	}
+	headers, err := expandMap("headers", s.Headers, lookup)
+	if err != nil {
+		return err
+	}
+	s.URL, s.Command, s.Args, s.EnvFile, s.Env, s.Headers = url, command, args, envFile, env, headers
+	if len(vars) > 0 {
+		s.Vars = vars
 	}
 	return nil
+}
+
+// readEnvFile adds the variables of EnvFile that Env does not set. A file
+// that is missing or does not parse disables the server like an unset
+// variable: the server would start without what it needs.
+func (s *Server) readEnvFile(dir string) error {
+	p := s.EnvFile
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	data, err := readSmallFile(p, maxEnvFile)
+	if err != nil {
+		return fmt.Errorf("envFile %s: %v", p, err)
+	}
+	vars, err := ParseKeyValues(data)
+	if err != nil {
+		return fmt.Errorf("envFile %s: %v", p, err)
+	}
+	if s.Env == nil && len(vars) > 0 {
+		s.Env = make(map[string]string, len(vars))
+	}
+	for k, v := range vars {
+		if _, set := s.Env[k]; !set {
+			s.Env[k] = v
+		}
+	}
+	return nil
+}
+
+// maxEnvFile bounds an envFile: a path such as /dev/zero must not grow
+// memory without end.
+const maxEnvFile = 1 << 20
+
+// readSmallFile reads the regular file at p, refusing one above max bytes.
+func readSmallFile(p string, max int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, errors.Unwrap(err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("larger than %d bytes", max)
+	}
+	return data, nil
+}
+
+func expandMap(what string, m map[string]string, lookup func(string) (string, bool)) (map[string]string, error) {
+	if m == nil {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(map[string]string, len(m))
+	for _, k := range keys {
+		r, err := Expand(m[k], lookup)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %v", what, k, err)
+		}
+		out[k] = r
+	}
+	return out, nil
 }
 
 // Lookup resolves a variable from the config's .env first, then the process
@@ -507,39 +742,105 @@ func (c *Config) Lookup(name string) (string, bool) {
 	return os.LookupEnv(name)
 }
 
-var varRef = regexp.MustCompile(`\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)`)
+// varRef matches $NAME and ${NAME}, Claude Code's ${NAME:-default}, and VS
+// Code's ${env:NAME} and ${input:ID}.
+var varRef = regexp.MustCompile(`\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}|\{env:([A-Za-z_][A-Za-z0-9_]*)\}|\{input:([^}]*)\})`)
 
-// Expand replaces $VAR and ${VAR} in s using lookup. "$$" is a literal
-// dollar. An unresolved variable is an error naming it: passing the literal
-// text on would hand a server "$GITHUB_TOKEN" as its token.
+// UnsetError is a variable reference that neither the .env beside the
+// config nor the environment defines.
+type UnsetError struct{ Name string }
+
+func (e *UnsetError) Error() string {
+	return fmt.Sprintf("variable $%s is not set in .env beside the config nor in the environment", e.Name)
+}
+
+// InputError is a VS Code ${input:ID} reference: VS Code prompts the user
+// for it, which a gateway cannot do.
+type InputError struct{ ID string }
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("${input:%s} is a VS Code prompt, which toolgate cannot show; put the value in .env beside the config and refer to it as $NAME", e.ID)
+}
+
+// Expand replaces variable references in s using lookup: $VAR, ${VAR},
+// ${VAR:-default} (default when VAR is unset or empty, as in a shell and
+// Claude Code) and ${env:VAR} (VS Code). "$$" is a literal dollar. An
+// unresolved variable is an *UnsetError naming it, a VS Code ${input:ID}
+// an *InputError: passing the literal text on would hand a server
+// "$GITHUB_TOKEN" as its token.
 func Expand(s string, lookup func(string) (string, bool)) (string, error) {
+	return expand(s, lookup, nil, false)
+}
+
+// expand is Expand that also hands each variable it substitutes to used.
+// braced expands only the ${...} forms, and "$${" is a literal "${": in
+// command and args a bare $NAME or $$ is left for a shell the server may
+// run (`sh -c 'echo $HOME $$'`), while the braced forms Claude Code, Cursor
+// and VS Code write are expanded as those clients do.
+func expand(s string, lookup func(string) (string, bool), used func(name, value string), braced bool) (string, error) {
 	if !strings.Contains(s, "$") {
 		return s, nil
 	}
-	var missing []string
-	parts := strings.Split(s, "$$")
+	var first error
+	escape, literal := "$$", "$"
+	if braced {
+		escape, literal = "$${", "${"
+	}
+	parts := strings.Split(s, escape)
 	for i, p := range parts {
-		parts[i] = varRef.ReplaceAllStringFunc(p, func(m string) string {
-			name := strings.Trim(m[1:], "{}")
-			v, ok := lookup(name)
-			if !ok {
-				missing = append(missing, name)
-				return m
+		var b strings.Builder
+		last := 0
+		for _, m := range varRef.FindAllStringSubmatchIndex(p, -1) {
+			b.WriteString(p[last:m[0]])
+			last = m[1]
+			group := func(n int) (string, bool) {
+				if m[2*n] < 0 {
+					return "", false
+				}
+				return p[m[2*n]:m[2*n+1]], true
 			}
-			return v
-		})
+			if id, ok := group(5); ok {
+				if first == nil {
+					first = &InputError{ID: id}
+				}
+				continue
+			}
+			name, ok := group(1)
+			if ok && braced {
+				b.WriteString(p[m[0]:m[1]])
+				continue
+			}
+			if !ok {
+				if name, ok = group(2); !ok {
+					name, _ = group(4)
+				}
+			}
+			v, set := lookup(name)
+			if def, ok := group(3); ok && v == "" {
+				v, set = def[2:], true
+			}
+			if !set && first == nil {
+				first = &UnsetError{Name: name}
+			}
+			if set && used != nil {
+				used(name, v)
+			}
+			b.WriteString(v)
+		}
+		b.WriteString(p[last:])
+		parts[i] = b.String()
 	}
-	if len(missing) > 0 {
-		return "", fmt.Errorf("variable $%s is not set in .env beside the config nor in the environment", missing[0])
+	if first != nil {
+		return "", first
 	}
-	return strings.Join(parts, "$"), nil
+	return strings.Join(parts, literal), nil
 }
 
 func strictDecode(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return describeJSONError(data, err)
+		return describeJSONError(data, err, jsonKeys(v))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("unexpected data after the top-level JSON value")
@@ -547,7 +848,7 @@ func strictDecode(data []byte, v any) error {
 	return nil
 }
 
-func describeJSONError(data []byte, err error) error {
+func describeJSONError(data []byte, err error, known []string) error {
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) {
 		line, col := position(data, syn.Offset)
@@ -566,7 +867,12 @@ func describeJSONError(data []byte, err error) error {
 		return fmt.Errorf("%s: want %s, got JSON %s", field, typ.Type, typ.Value)
 	}
 	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		return fmt.Errorf("unknown key %s", strings.TrimPrefix(msg, "json: unknown field "))
+		quoted := strings.TrimPrefix(msg, "json: unknown field ")
+		key, uerr := strconv.Unquote(quoted)
+		if uerr != nil {
+			key = quoted
+		}
+		return fmt.Errorf("unknown key %s%s", quoted, didYouMean(key, known))
 	}
 	if errors.Is(err, io.EOF) {
 		return errors.New("empty file")
@@ -594,10 +900,10 @@ func position(data []byte, off int64) (line, col int) {
 func (s *Search) validate(dir string) error {
 	switch s.Mode {
 	case "":
-		s.Mode = SearchHybrid
-	case SearchHybrid, SearchLexical, SearchDense:
+		s.Mode = SearchAuto
+	case SearchAuto, SearchHybrid, SearchLexical, SearchDense:
 	default:
-		return fmt.Errorf("search.mode %q: want %q, %q or %q", s.Mode, SearchHybrid, SearchLexical, SearchDense)
+		return fmt.Errorf("search.mode %q: want %q, %q, %q or %q", s.Mode, SearchAuto, SearchHybrid, SearchLexical, SearchDense)
 	}
 	if w := s.DenseWeight; w != nil && (*w < 0 || *w > 1) {
 		return fmt.Errorf("search.dense_weight %v is outside [0, 1]", *w)

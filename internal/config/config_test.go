@@ -24,8 +24,8 @@ func TestParseErrors(t *testing.T) {
 		{"args type", `{"mcpServers":{"a":{"command":"x","args":"y"}}}`, "args: want []string"},
 		{"threshold type", `{"mcpServers":{},"filters":{"similarity_threshold":"high"}}`, "similarity_threshold: want a number"},
 		{"threshold range", `{"mcpServers":{},"filters":{"similarity_threshold":2}}`, "outside [0, 1]"},
-		{"unset var", `{"mcpServers":{"a":{"command":"x","env":{"T":"$TOOLGATE_TEST_UNSET_VAR"}}}}`, "$TOOLGATE_TEST_UNSET_VAR is not set"},
 		{"trailing data", `{"mcpServers":{}} {}`, "unexpected data"},
+		{"audit rotation", `{"mcpServers":{},"audit":{"max_size_mb":-1}}`, "audit: max_size_mb (-1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +106,8 @@ func TestFindOrder(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"mcpServers":{"a":{"command":"x","env":{"A":"$B"}}},"filters":{"similarity_threshold":0.2}}`))
 	f.Add([]byte(`{"mcpServers":{"r":{"url":"https://h/mcp","transport":"sse","headers":{"A":"${X}"}}}}`))
+	f.Add([]byte(`{"globalShortcut":"x","inputs":[],"servers":{"v":{"type":"http","url":"https://${X:-h}/mcp","headers":{"K":"${input:k}"}}}}`))
+	f.Add([]byte(`{"mcpServers":{"s":{"type":"stdio","command":"c","env":{"E":"${env:B}","U":"$UNSET"}}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, "fuzz.json", map[string]string{"B": "1", "X": "2"})
 		if err == nil && cfg.Servers == nil {
@@ -124,5 +126,26 @@ func TestFilterOrderIsFileOrder(t *testing.T) {
 	}
 	if _, err := Parse([]byte(`{"mcpServers":{},"filters":{"a":{},"a":{}}}`), "c.json", nil); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("duplicate key: %v", err)
+	}
+}
+
+func TestSearchModeDefaultsToAuto(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"mcpServers":{}}`:                              SearchAuto,
+		`{"mcpServers":{},"search":{"mode":"auto"}}`:     SearchAuto,
+		`{"mcpServers":{},"search":{"mode":"hybrid"}}`:   SearchHybrid,
+		`{"mcpServers":{},"search":{"mode":"lexical"}}`:  SearchLexical,
+		`{"mcpServers":{},"search":{"mode":"semantic"}}`: "",
+	} {
+		cfg, err := Parse([]byte(in), "c.json", nil)
+		if want == "" {
+			if err == nil || !strings.Contains(err.Error(), `"auto"`) {
+				t.Errorf("%s: err = %v, want the valid modes listed", in, err)
+			}
+			continue
+		}
+		if err != nil || cfg.Search.Mode != want {
+			t.Errorf("%s: mode %q, %v; want %q", in, cfg.Search.Mode, err, want)
+		}
 	}
 }

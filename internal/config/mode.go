@@ -33,11 +33,14 @@ type Exposure struct {
 // Namespaced reports whether passthrough names carry their server's name.
 func (e Exposure) Namespaced() bool { return e.Namespace == nil || *e.Namespace }
 
-// OnlyServer returns the name of the one enabled server, or "".
+// OnlyServer returns the name of the one enabled server, or "". A server
+// disabled only because a variable is not set counts as enabled: the file
+// means it, and un-namespaced names must not switch to another server
+// when a token goes missing.
 func (c *Config) OnlyServer() string {
 	only := ""
 	for n, s := range c.Servers {
-		if s.Disabled {
+		if s.Disabled && s.DisabledReason == "" {
 			continue
 		}
 		if only != "" {

@@ -7,9 +7,9 @@
 // sentence-transformers model (6-layer BERT, 384 dimensions, mean pooling
 // over the attention mask, L2 normalisation, inputs truncated to 256 tokens
 // including [CLS] and [SEP]) entirely in Go: it reads the fp16 safetensors
-// weights and the Hugging Face tokenizer.json installed by
-// scripts/model/install.sh (`make model`), and needs neither cgo nor network
-// access at run time. On amd64 CPUs with AVX2+FMA the matrix products use
+// weights and the Hugging Face tokenizer.json installed by `toolgate model
+// install` (package internal/model), and needs neither cgo nor network access
+// at run time. On amd64 CPUs with AVX2+FMA the matrix products use
 // hand-written assembly kernels; elsewhere a portable Go kernel is used.
 //
 // [NewHashing] is a deterministic, model-free stand-in for tests that do not

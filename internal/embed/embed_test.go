@@ -194,8 +194,8 @@ func stWithout(t *testing.T, buf []byte, name string) []byte {
 func TestDefaultDirEnv(t *testing.T) {
 	t.Setenv(ModelDirEnv, t.TempDir())
 	_, err := DefaultDir()
-	if err == nil || !strings.Contains(err.Error(), "make model") {
-		t.Errorf("err = %v, want a hint to run make model", err)
+	if err == nil || !strings.Contains(err.Error(), "toolgate model install") {
+		t.Errorf("err = %v, want a hint to run toolgate model install", err)
 	}
 }
 

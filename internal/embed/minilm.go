@@ -75,14 +75,14 @@ type bertConfig struct {
 const ModelName = "all-MiniLM-L6-v2"
 
 // Load reads all-MiniLM-L6-v2 from dir (model.fp16.safetensors,
-// tokenizer.json, config.json, as installed by scripts/model/install.sh).
+// tokenizer.json, config.json, as installed by `toolgate model install`).
 // Errors name the offending file.
 func Load(dir string) (*MiniLM, error) {
 	m := &MiniLM{}
 	cfgPath := filepath.Join(dir, configFile)
 	raw, err := os.ReadFile(cfgPath)
 	if err != nil {
-		return nil, fmt.Errorf("embed: reading model config: %w (run `make model`)", err)
+		return nil, fmt.Errorf("embed: reading model config: %w (run `toolgate model install`)", err)
 	}
 	if err := json.Unmarshal(raw, &m.cfg); err != nil {
 		return nil, fmt.Errorf("embed: %s: invalid JSON: %w", cfgPath, err)
@@ -100,7 +100,7 @@ func Load(dir string) (*MiniLM, error) {
 	wPath := filepath.Join(dir, weightsFile)
 	buf, err := os.ReadFile(wPath)
 	if err != nil {
-		return nil, fmt.Errorf("embed: reading weights: %w (run `make model`)", err)
+		return nil, fmt.Errorf("embed: reading weights: %w (run `toolgate model install`)", err)
 	}
 	sum := sha256.Sum256(buf)
 	m.modelID = ModelName + "/fp16@" + hex.EncodeToString(sum[:])[:12]

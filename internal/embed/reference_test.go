@@ -46,7 +46,7 @@ func modelDir(t testing.TB) string {
 		if os.Getenv("TOOLGATE_REQUIRE_MODEL") == "1" {
 			t.Fatalf("TOOLGATE_REQUIRE_MODEL=1 but the model is not installed: %v", err)
 		}
-		t.Skipf("model not installed (run `make model`): %v", err)
+		t.Skipf("model not installed (run `toolgate model install`): %v", err)
 	}
 	return dir
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/audit"
 )
@@ -29,12 +31,18 @@ func (g *Gateway) openAudit() error {
 	if g.redact != nil {
 		redact = g.redact.String
 	}
-	l, err := audit.Open(path, audit.Options{NoSync: !a.Fsync, Redact: redact})
+	l, err := audit.Open(path, audit.Options{NoSync: !a.Fsync, Redact: redact,
+		MaxSize: int64(a.MaxSizeMB) << 20, MaxFiles: a.MaxFiles, Logger: g.log})
 	if err != nil {
 		return err
 	}
 	g.audit = l
-	g.log.Info("audit log", "path", path, "fsync", a.Fsync)
+	// The chain's head, for a monitor to keep outside the state folder: a
+	// seq that goes down means the log was cut or replaced.
+	g.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "toolgate_audit_seq", Help: "Sequence number of the last audit record (its hash is in /status).",
+	}, func() float64 { return float64(l.Head().Seq) }))
+	g.log.Info("audit log", "path", path, "fsync", a.Fsync, "seq", l.Head().Seq)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,6 +174,9 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	if ign := opts.Config.Ignored; len(ign) > 0 {
+		log.Info("config: ignoring settings of other MCP clients", "keys", strings.Join(ign, ","))
+	}
 	g.startConfigured(ctx)
 	return g, nil
 }
@@ -210,7 +214,11 @@ func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 		raw := raws[k]
 		f, ok := extension.Lookup(k)
 		if !ok {
-			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("filters: unknown key %q (known: similarity_threshold, %v)", k, extension.Keys())}
+			hint := ""
+			if s := config.Suggest(k, append(extension.Keys(), "similarity_threshold")); s != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("filters: unknown key %q%s (known: similarity_threshold, %v)", k, hint, extension.Keys())}
 		}
 		if string(bytes.TrimSpace(raw)) == "false" {
 			continue
@@ -228,7 +236,11 @@ func (g *Gateway) startConfigured(ctx context.Context) {
 	names := make([]string, 0, len(g.cfg.Servers))
 	for n, s := range g.cfg.Servers {
 		if s.Disabled {
-			g.log.Info("server disabled in config; not started", "server", n)
+			if s.DisabledReason != "" {
+				g.log.Warn("server disabled; not started, the others are", "server", n, "reason", s.DisabledReason)
+			} else {
+				g.log.Info("server disabled in config; not started", "server", n)
+			}
 			continue
 		}
 		names = append(names, n)

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -20,6 +22,8 @@ type Status struct {
 	Time       time.Time      `json:"time"`
 	Tools      int            `json:"tools"`
 	Servers    []ServerStatus `json:"servers"`
+	// Audit is the audit chain's last record (absent when auditing is off).
+	Audit *audit.Head `json:"audit,omitempty"`
 }
 
 // ServerStatus is one upstream's state plus the number of its tools in the
@@ -43,8 +47,32 @@ func (g *Gateway) Status() Status {
 		us.LastError = g.redact.String(us.LastError)
 		st.Servers = append(st.Servers, ServerStatus{Status: us, Tools: perServer[us.Name]})
 	}
+	// Configured servers that are not running because of the config (a
+	// variable that is not set) are listed too, with the reason as their
+	// error, so a missing token shows here rather than only in the log.
+	var disabled []string
+	for name, s := range g.cfg.Servers {
+		if _, up := g.ups.Get(name); s.Disabled && s.DisabledReason != "" && !up {
+			disabled = append(disabled, name)
+		}
+	}
+	sort.Strings(disabled)
+	for _, name := range disabled {
+		s := g.cfg.Servers[name]
+		st.Servers = append(st.Servers, ServerStatus{Status: upstream.Status{
+			Name: name, State: StateDisabled, Transport: s.Transport, LastError: g.redact.String(s.DisabledReason),
+		}})
+	}
+	if g.audit != nil {
+		h := g.audit.Head()
+		st.Audit = &h
+	}
 	return st
 }
+
+// StateDisabled is the /status state of a configured server the gateway did
+// not start because its config entry cannot be used as it is.
+const StateDisabled upstream.State = "disabled"
 
 // statusHandler serves GET /status as JSON. Like /mcp, a loopback listener
 // refuses a Host that is not loopback (DNS rebinding).

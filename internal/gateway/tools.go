@@ -500,7 +500,9 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, sen
 	// The allow decision is recorded before the call runs; a call that
 	// cannot be recorded does not run.
 	if err := g.intercepted(ctx, req, "allow", ""); err != nil {
-		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user (%v).", req.ToolName, err), nil
+		// The error (logged by intercepted) names files: it stays in the
+		// operator's log.
+		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName), nil
 	}
 	start := time.Now()
 	res, err := send(ctx, srv, t.Name)
@@ -607,6 +609,11 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 	}
 	if _, exists := g.ups.Get(req.ServerName); exists {
 		return 0, fmt.Errorf("a server named %q is already connected; choose another name", req.ServerName)
+	}
+	if conf, ok := g.cfg.Servers[req.ServerName]; ok && conf.DisabledReason != "" {
+		// Its entry holds unresolved variables: connecting would send
+		// "$TOKEN" as a header, and any other URL would impersonate it.
+		return 0, fmt.Errorf("the configured server %q is disabled: %s", req.ServerName, conf.DisabledReason)
 	}
 	if conf, ok := g.cfg.Servers[req.ServerName]; ok && !(conf.IsRemote() && sameURL(conf.URL, req.URL)) {
 		// A configured (e.g. disabled) server's name is not free for a

@@ -8,27 +8,43 @@ import (
 
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/embed"
+	"github.com/toolgate/toolgate/internal/model"
 )
 
 // Open builds the index a config asks for. Semantic modes load the
-// embedding model and keep an embedding cache under stateDir; a missing
-// model is an error that says how to install it, never a silent downgrade
-// to keyword search.
+// embedding model and keep an embedding cache under stateDir. In mode "auto"
+// (the default) a model that is not installed means keyword search with a
+// warning saying how to install it; an explicit "hybrid" or "dense" without
+// the model is an error that says the same.
 func Open(cfg config.Search, stateDir string, log *slog.Logger) (Index, error) {
-	if cfg.Mode == config.SearchLexical {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	mode := cfg.Mode
+	if mode == config.SearchLexical {
+		log.Info("search index", "mode", mode)
 		return NewLexical(), nil
 	}
 	dir := cfg.ModelDir
 	if dir == "" {
-		var err error
-		if dir, err = embed.DefaultDir(); err != nil {
-			return nil, fmt.Errorf("search.mode %q needs the embedding model: %v; or set \"search\": {\"mode\": \"lexical\"} in the config", cfg.Mode, err)
+		loc, err := model.Find()
+		if err != nil {
+			if mode == config.SearchAuto {
+				log.Warn("search: the embedding model is not installed, so search is by keywords only; run `toolgate model install` for semantic search", "mode", config.SearchLexical, "reason", err.Error())
+				return NewLexical(), nil
+			}
+			return nil, fmt.Errorf("search.mode %q needs the embedding model: %v; or set \"search\": {\"mode\": \"lexical\"} in the config", mode, err)
 		}
+		dir = loc.Dir
 	}
 	m, err := embed.Load(dir)
 	if err != nil {
-		return nil, fmt.Errorf("search: %v", err)
+		return nil, fmt.Errorf("search: %v (`toolgate model status` checks the installed files)", err)
 	}
+	if mode == config.SearchAuto {
+		mode = config.SearchHybrid
+	}
+	log.Info("search index", "mode", mode, "model_dir", dir)
 	var cache *VecCache
 	if stateDir != "" {
 		if cache, err = OpenVecCache(filepath.Join(stateDir, "embeddings"), m.ModelID(), m.Dim()); err != nil {
@@ -36,7 +52,7 @@ func Open(cfg config.Search, stateDir string, log *slog.Logger) (Index, error) {
 		}
 	}
 	dense := NewDense(m, cache, log)
-	if cfg.Mode == config.SearchDense {
+	if mode == config.SearchDense {
 		return &closingDense{dense}, nil
 	}
 	h := NewHybrid(dense)

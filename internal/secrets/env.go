@@ -137,10 +137,22 @@ func ConfigValues(cfg *config.Config, environ []string) []string {
 		add(k, v)
 	}
 	for _, s := range cfg.Servers {
+		// A server disabled for a variable that is not set keeps its
+		// values unexpanded: "$GITHUB_TOKEN" names the missing variable,
+		// and masking it would hide that from the warning that says so.
+		named := func(v string) bool { return s.DisabledReason != "" && strings.Contains(v, "$") }
 		for k, v := range s.Env {
+			if !named(v) {
+				add(k, v)
+			}
+		}
+		for k, v := range s.Vars {
 			add(k, v)
 		}
 		for k, v := range s.Headers {
+			if named(v) {
+				continue
+			}
 			// "Bearer xyz": the credential is the last word.
 			f := strings.Fields(v)
 			if sensitiveName(k) || strings.EqualFold(k, "Authorization") || strings.EqualFold(k, "Cookie") {

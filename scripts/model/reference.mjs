@@ -3,7 +3,7 @@
 // toolgate's Go code, entirely from local files (no hub downloads):
 //   - vectors: @lat.md/embed (HF candle compiled to WASM; it uses the Rust
 //     `tokenizers` crate and BERT from candle-transformers) fed the same
-//     fp16 safetensors/tokenizer.json/config.json that install.sh verifies;
+//     fp16 safetensors/tokenizer.json/config.json that `toolgate model install` verifies;
 //   - token ids: @huggingface/tokenizers (pure JS port of HF tokenizers).
 //
 // Usage (see scripts/model/verify.sh, which installs the npm packages into

@@ -13,8 +13,9 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dir=${1:-"$root/.cache/models/all-MiniLM-L6-v2"}
-dir=$(cd "$dir" 2>/dev/null && pwd) || { "$root/scripts/model/install.sh" "$dir"; dir=$(cd "$dir" && pwd); }
-"$root/scripts/model/install.sh" "$dir"
+case $dir in /*) ;; *) dir="$PWD/$dir" ;; esac
+(cd "$root" && go run ./cmd/toolgate model install --dir "$dir" >/dev/null)
+dir=$(cd "$dir" && pwd)
 
 command -v node >/dev/null || { echo "verify.sh: node is required" >&2; exit 1; }
 tmp=$(mktemp -d)

@@ -197,7 +197,7 @@ func TestLifecycleIdleStopStatusAndRestart(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("toolgate status: %v\n%s", err, errb.String())
 	}
-	if !strings.Contains(out.String(), "idler") || !strings.Contains(out.String(), "STATE") {
+	if !strings.Contains(out.String(), "idler") || !strings.Contains(out.String(), "STATE") || !strings.Contains(out.String(), "audit chain at seq") {
 		t.Fatalf("toolgate status output:\n%s", out.String())
 	}
 	noPanic(t, g.Logs.String())

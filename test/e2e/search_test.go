@@ -47,6 +47,7 @@ func searchSettled(t *testing.T, cs *mcp.ClientSession, query string, topK int) 
 // requests that share few or no words with the tool they need.
 func TestSemanticSearchFindsParaphrases(t *testing.T) {
 	t.Parallel()
+	requireModel(t)
 	cs, logs := startStdio(t, writeConfig(t, defaultServers(t), nil))
 	tests := []struct {
 		query string
@@ -67,6 +68,7 @@ func TestSemanticSearchFindsParaphrases(t *testing.T) {
 // gateway on the same state directory needs to embed nothing.
 func TestIndexCommandWarmsCache(t *testing.T) {
 	t.Parallel()
+	requireModel(t)
 	cfg := writeConfig(t, defaultServers(t), nil)
 	state := t.TempDir()
 	out, err := exec.Command(binPath, "index", "--config", cfg, "--state-dir", state).CombinedOutput()

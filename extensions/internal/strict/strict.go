@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/config"
 )
 
 // Decode decodes raw into v, a pointer to a struct with json tags. Empty or
@@ -29,7 +32,14 @@ func Decode(raw json.RawMessage, v any) error {
 		case errors.As(err, &te):
 			return fmt.Errorf("want an object with fields %s, got %s", known(v), te.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return fmt.Errorf("unknown field %s (known: %s)", strings.TrimPrefix(err.Error(), "json: unknown field "), known(v))
+			quoted := strings.TrimPrefix(err.Error(), "json: unknown field ")
+			hint := ""
+			if name, uerr := strconv.Unquote(quoted); uerr == nil {
+				if s := config.Suggest(name, strings.Split(known(v), ", ")); s != "" {
+					hint = fmt.Sprintf(" (did you mean %q?)", s)
+				}
+			}
+			return fmt.Errorf("unknown field %s%s (known: %s)", quoted, hint, known(v))
 		}
 		return fmt.Errorf("malformed JSON: %v", err)
 	}
