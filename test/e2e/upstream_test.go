@@ -214,6 +214,16 @@ func TestLoadControlBypasses(t *testing.T) {
 		}
 		noPanic(t, logs.String())
 	}
+	// Control: with neither the patterns nor the default, the same kind of
+	// URL does reach the listener, so the zeros above mean something.
+	open := coreConfig(t, map[string]any{})
+	setFilters(t, open, map[string]any{"load_control": map[string]any{"deny_private_networks": false}})
+	ocs, _ := startStdio(t, open)
+	before := target.accepted.Load()
+	call(t, ocs, "load_mcp_server", map[string]any{"server_name": "control", "url": "http://localhost:" + target.port + "/mcp"})
+	if target.accepted.Load() == before {
+		t.Fatal("control: an unguarded load did not reach the listener")
+	}
 	// A public-looking name that resolves nowhere is not refused as
 	// private: the guard judges addresses, not names.
 	cs, _ := startStdio(t, defaults)
