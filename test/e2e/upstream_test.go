@@ -117,8 +117,15 @@ type loopbackListener struct {
 }
 
 func startLoopbackListener(t *testing.T, status int, contentType, body string) *loopbackListener {
+	return startListener(t, "127.0.0.1:0", status, contentType, body)
+}
+
+// startListener is startLoopbackListener on addr; ":0" (every address of
+// the host, as many services listen) also answers 127.0.0.2, ::1 and the
+// rest.
+func startListener(t *testing.T, addr string, status int, contentType, body string) *loopbackListener {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +194,9 @@ func bypassHosts(t *testing.T) []string {
 // the fix the listener accepted connections for most of them.
 func TestLoadControlBypasses(t *testing.T) {
 	t.Parallel()
-	target := startLoopbackListener(t, 200, "text/plain", "not an mcp server")
+	// On every address, as a service that forgot to bind to loopback only:
+	// so 127.0.0.2, [::1] and the rest would reach it.
+	target := startListener(t, ":0", 200, "text/plain", "not an mcp server")
 	patterns := coreConfig(t, map[string]any{})
 	setFilters(t, patterns, map[string]any{"load_control": map[string]any{
 		"deny_private_networks": false,
@@ -220,9 +229,12 @@ func TestLoadControlBypasses(t *testing.T) {
 	setFilters(t, open, map[string]any{"load_control": map[string]any{"deny_private_networks": false}})
 	ocs, _ := startStdio(t, open)
 	before := target.accepted.Load()
-	call(t, ocs, "load_mcp_server", map[string]any{"server_name": "control", "url": "http://localhost:" + target.port + "/mcp"})
-	if target.accepted.Load() == before {
-		t.Fatal("control: an unguarded load did not reach the listener")
+	for i, h := range []string{"localhost", "127.0.0.2", "0.0.0.0"} {
+		call(t, ocs, "load_mcp_server", map[string]any{"server_name": "control" + itoa(i), "url": "http://" + h + ":" + target.port + "/mcp"})
+		if target.accepted.Load() == before {
+			t.Fatalf("control: an unguarded load of %s did not reach the listener", h)
+		}
+		before = target.accepted.Load()
 	}
 	// A public-looking name that resolves nowhere is not refused as
 	// private: the guard judges addresses, not names.
