@@ -84,16 +84,10 @@ check-generated:
 conformance: build
 	scripts/conformance.sh
 
+# Every fuzz target in the module, FUZZTIME each (scripts/fuzz.sh -l lists them).
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run=^$$ -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/config
-	$(GO) test -run=^$$ -fuzz=FuzzTokenize -fuzztime=$(FUZZTIME) ./internal/search
-	$(GO) test -run=^$$ -fuzz=FuzzMatch -fuzztime=$(FUZZTIME) ./extensions/internal/glob
-	$(GO) test -run=^$$ -fuzz=FuzzURLPatternMatch -fuzztime=$(FUZZTIME) ./extensions/loadcontrol
-	$(GO) test -run=^$$ -fuzz=FuzzProcessorAnswers -fuzztime=$(FUZZTIME) ./extensions/extmcp
-	$(GO) test -run=^$$ -fuzz=FuzzSimilarity -fuzztime=$(FUZZTIME) ./extensions/typosquat
-	$(GO) test -run=^$$ -fuzz=FuzzDescriptionClaim -fuzztime=$(FUZZTIME) ./extensions/shadow
-	$(GO) test -run=^$$ -fuzz=FuzzVerify -fuzztime=$(FUZZTIME) ./internal/audit
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 bench: deps
 	$(GO) run ./bench/latency

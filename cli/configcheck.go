@@ -95,7 +95,6 @@ found an error. No server is started and the state folder is not touched.`,
 	return cmd
 }
 
-
 // Check states of servers and filters.
 const (
 	checkOK       = "ok"

@@ -181,4 +181,3 @@ func printModelStatus(w io.Writer, st modelStatus) {
 		fmt.Fprintf(w, "         run `%s` to reinstall\n", hint)
 	}
 }
-

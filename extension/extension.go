@@ -25,6 +25,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"regexp"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -191,6 +192,14 @@ type LoadRequest struct {
 	URL        string
 	Session    string
 	Principal  string
+	// AllowPrivateNetworks lets the connection reach loopback, link-local
+	// and private addresses; it starts false (deny_private_networks is on
+	// for run-time loads) and a load filter may set it.
+	AllowPrivateNetworks bool
+	// DialChecks run on every address the connection to the server is
+	// about to dial, after name resolution; an error refuses that
+	// connection. Load filters append to it.
+	DialChecks []func(addr netip.AddrPort) error
 }
 
 // SearchFilter may drop results; it runs before truncation to top_k.

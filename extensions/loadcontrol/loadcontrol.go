@@ -11,11 +11,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/glob"
 	"github.com/toolgate/toolgate/extensions/internal/strict"
+	"github.com/toolgate/toolgate/internal/netguard"
 )
 
 // Key is the filters config key; ID the extension identifier.
@@ -36,6 +39,11 @@ type Config struct {
 	DenyURLPatterns []string `json:"deny_url_patterns"`
 	// AllowURLPatterns, if non-empty, admit only URLs matching one of them.
 	AllowURLPatterns []string `json:"allow_url_patterns"`
+	// DenyPrivateNetworks refuses connections to loopback, link-local,
+	// private and other non-public addresses (netguard.IsPrivate), judged
+	// on the address actually dialled. Nil means true: run-time loads are
+	// kept off private networks unless the operator says otherwise.
+	DenyPrivateNetworks *bool `json:"deny_private_networks"`
 }
 
 // LoadControl is the extension; immutable after New, so safe for
@@ -45,6 +53,8 @@ type LoadControl struct {
 	denyNames    map[string]bool
 	namePatterns glob.Set
 	deny, allow  []URLPattern
+	// allowPrivate is deny_private_networks set to false.
+	allowPrivate bool
 	log          *slog.Logger
 }
 
@@ -60,6 +70,7 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 // FromConfig builds the extension from a decoded Config.
 func FromConfig(c Config) (*LoadControl, error) {
 	l := &LoadControl{denyNames: map[string]bool{}, namePatterns: glob.NewFoldedSet(c.DenyNamePatterns), log: slog.New(slog.DiscardHandler)}
+	l.allowPrivate = c.DenyPrivateNetworks != nil && !*c.DenyPrivateNetworks
 	for i, n := range c.DenyNames {
 		if strings.TrimSpace(n) == "" {
 			return nil, fmt.Errorf("deny_names[%d]: empty name", i)
@@ -138,13 +149,58 @@ func (l *LoadControl) Check(name, rawURL string) error {
 	return nil
 }
 
-// LoadFilter runs Check before any connection is attempted.
+// CheckDial decides on one address the connection to rawURL (already
+// admitted by Check) is about to dial: deny_url_patterns match it as if
+// the URL had named that address, so a name or alias that resolves to a
+// denied address is refused too. A pattern naming a loopback address
+// (127.0.0.1, [::1]) or localhost matches every address that reaches this
+// host: all of 127/8, ::1, and the unspecified 0.0.0.0 and [::].
+// allow_url_patterns are not applied to addresses: they admit names, and
+// the name was judged by Check.
+func (l *LoadControl) CheckDial(rawURL string, addr netip.AddrPort) error {
+	if len(l.deny) == 0 {
+		return nil
+	}
+	t, err := ParseTarget(rawURL)
+	if err != nil {
+		return err
+	}
+	t.Port = strconv.Itoa(int(addr.Port()))
+	a := addr.Addr().Unmap()
+	hosts := []Target{{Host: a.String(), IP: true}}
+	if netguard.IsLocalHost(a) {
+		hosts = append(hosts, Target{Host: "127.0.0.1", IP: true}, Target{Host: "::1", IP: true}, Target{Host: "localhost"})
+	}
+	for _, h := range hosts {
+		d := t
+		d.Host, d.IP = h.Host, h.IP
+		for _, p := range l.deny {
+			if p.Match(d) {
+				return fmt.Errorf("load_control.deny_url_patterns: the connection would go to %s, which matches a denied pattern", addr)
+			}
+		}
+	}
+	return nil
+}
+
+// LoadFilter runs Check before any connection is attempted, and adds
+// CheckDial to the checks of every address the connection dials.
 func (l *LoadControl) LoadFilter() extension.LoadFilter {
 	return func(ctx context.Context, req *extension.LoadRequest) error {
 		err := l.Check(req.ServerName, req.URL)
 		if d, ok := extension.AsDenial(err); ok {
 			l.log.InfoContext(ctx, "server load refused", "rule", d.Rule, "server", req.ServerName, "detail", d.Detail)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if l.allowPrivate {
+			req.AllowPrivateNetworks = true
+		}
+		if len(l.deny) > 0 {
+			u := req.URL
+			req.DialChecks = append(req.DialChecks, func(addr netip.AddrPort) error { return l.CheckDial(u, addr) })
+		}
+		return nil
 	}
 }

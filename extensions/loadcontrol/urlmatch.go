@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/idna"
 
 	"github.com/toolgate/toolgate/extensions/internal/glob"
+	"github.com/toolgate/toolgate/internal/netguard"
 )
 
 // Target is a server URL reduced to what a connection actually goes to:
@@ -43,6 +44,11 @@ func ParseTarget(raw string) (Target, error) {
 		return Target{}, errors.New("the URL has no host")
 	}
 	t := Target{Scheme: strings.ToLower(u.Scheme)}
+	// A zone, or a number only some resolvers read as an address, would
+	// let a pattern and the dialer disagree on the host.
+	if err := netguard.CheckHost(u.Hostname()); err != nil {
+		return Target{}, err
+	}
 	if t.Host, t.IP, err = normHost(u.Hostname()); err != nil {
 		return Target{}, err
 	}

@@ -47,6 +47,10 @@ type Config struct {
 	// the upstream tools themselves ("passthrough"), or both ("hybrid");
 	// see mode.go.
 	Exposure
+	// MaxResponseBytes is the gateway-wide bound of one message from an
+	// upstream server (0: DefaultMaxResponseBytes); a server's own
+	// max_response_bytes overrides it.
+	MaxResponseBytes int64
 	// Ignored lists the top-level keys of other MCP clients' files
 	// (Claude Desktop's globalShortcut, VS Code's inputs, ...) that were
 	// read and ignored, sorted; the gateway logs them once.
@@ -174,6 +178,26 @@ type Server struct {
 	IdleTimeout *float64 `json:"idle_timeout,omitempty"`
 	// CallTimeout bounds one tool call, in seconds (nil: DefaultCallTimeout).
 	CallTimeout *float64 `json:"call_timeout,omitempty"`
+	// MaxResponseBytes bounds one message from the server: an HTTP response
+	// body, an SSE event or a stdio line (nil: the gateway-wide
+	// max_response_bytes, else DefaultMaxResponseBytes).
+	MaxResponseBytes *int64 `json:"max_response_bytes,omitempty"`
+}
+
+// DefaultMaxResponseBytes bounds one message from an upstream server unless
+// the config says otherwise; it is the MCP Go SDK's own default for stdio
+// lines and SSE events.
+const DefaultMaxResponseBytes = 16 << 20
+
+// maxResponseBytes bounds max_response_bytes (1 GiB), so a typo cannot ask
+// the gateway to buffer without bound.
+const maxResponseBytes = 1 << 30
+
+func validResponseLimit(v int64) error {
+	if v < 1024 || v > maxResponseBytes {
+		return fmt.Errorf("max_response_bytes %d: want a number of bytes between 1024 and %d", v, maxResponseBytes)
+	}
+	return nil
 }
 
 // Lifecycle defaults of a server.
@@ -220,6 +244,7 @@ type fileFormat struct {
 	Search json.RawMessage `json:"search,omitempty"`
 	Audit  json.RawMessage `json:"audit,omitempty"`
 	Exposure
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
 	Schema string `json:"$schema,omitempty"`
 	// Review is informational (e.g. the blocked tools a generated policy
@@ -411,6 +436,12 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 	if err := cfg.validateExposure(); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}
 	}
+	if v := ff.MaxResponseBytes; v != 0 {
+		if err := validResponseLimit(v); err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
+		}
+		cfg.MaxResponseBytes = v
+	}
 	return cfg, nil
 }
 
@@ -505,6 +536,11 @@ func (s *Server) validate() error {
 	}
 	if v := s.CallTimeout; v != nil && (*v <= 0 || *v > maxSeconds) {
 		return fmt.Errorf("call_timeout %v: want seconds above 0 and at most %d", *v, maxSeconds)
+	}
+	if v := s.MaxResponseBytes; v != nil {
+		if err := validResponseLimit(*v); err != nil {
+			return err
+		}
 	}
 	switch {
 	case s.Command != "" && s.URL != "":

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
 )
 
@@ -27,14 +28,14 @@ func echoUpstream(tb testing.TB) string {
 }
 
 // newTestGateway starts a gateway over cfg and connects an in-memory client.
-func newTestGateway(tb testing.TB, servers map[string]*config.Server) (*Gateway, *mcp.ClientSession) {
+func newTestGateway(tb testing.TB, servers map[string]*config.Server, exts ...extension.Extension) (*Gateway, *mcp.ClientSession) {
 	tb.Helper()
 	ctx := context.Background()
 	for n, s := range servers {
 		s.Name = n
 	}
 	cfg := &config.Config{Servers: servers, Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
-	g, err := New(ctx, Options{Config: cfg, StateDir: tb.TempDir()})
+	g, err := New(ctx, Options{Config: cfg, StateDir: tb.TempDir(), Extensions: exts})
 	if err != nil {
 		tb.Fatal(err)
 	}

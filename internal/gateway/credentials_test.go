@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
@@ -105,7 +106,7 @@ func TestTokensRotationAndRunTimeLoads(t *testing.T) {
 	cfg := &config.Config{Dir: dir, Servers: map[string]*config.Server{
 		"secured": {Name: "secured", URL: srv.srv.URL + "/mcp", Transport: config.TransportStreamableHTTP},
 	}, Filters: config.Filters{SimilarityThreshold: 0.1}}
-	g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir(), Tokens: tokens, Redactor: red})
+	g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir(), Tokens: tokens, Redactor: red, Extensions: []extension.Extension{allowPrivateNetworks{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,14 +143,15 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	uopts := upstream.Options{
-		Logger:         log,
-		OnToolsChanged: g.relist,
-		OnStarted:      g.started,
-		ConnectTimeout: opts.ConnectTimeout,
-		CallTimeout:    opts.CallTimeout,
-		Token:          g.token,
-		ResolveCommand: g.resolveCommand,
-		Transport:      opts.UpstreamTransport,
+		Logger:           log,
+		OnToolsChanged:   g.relist,
+		OnStarted:        g.started,
+		ConnectTimeout:   opts.ConnectTimeout,
+		CallTimeout:      opts.CallTimeout,
+		Token:            g.token,
+		ResolveCommand:   g.resolveCommand,
+		Transport:        opts.UpstreamTransport,
+		MaxResponseBytes: opts.Config.MaxResponseBytes,
 	}
 	if m := opts.Config.Mode; m == config.ModePassthrough || m == config.ModeHybrid {
 		g.pt = newPassthrough(g, opts.Config)

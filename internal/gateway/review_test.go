@@ -23,8 +23,7 @@ func TestLoadRefusesCrossOriginRedirect(t *testing.T) {
 		http.Redirect(w, r, target+"/", http.StatusTemporaryRedirect)
 	}))
 	defer redirector.Close()
-	g, cs := newTestGateway(t, map[string]*config.Server{})
-	_ = g
+	g, cs := newTestGateway(t, map[string]*config.Server{}, allowPrivateNetworks{})
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "load_mcp_server", Arguments: map[string]any{"server_name": "hop", "url": redirector.URL + "/mcp"}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/netguard"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -621,6 +623,16 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 		// different URL: that would impersonate it.
 		return 0, fmt.Errorf("the name %q belongs to a server in the config at another address; choose another name", req.ServerName)
 	}
+	// A zone or a number only some resolvers read as an address would
+	// make the host mean one thing to a filter and another to the dialer.
+	if u, err := url.Parse(req.URL); err != nil || netguard.CheckHost(u.Hostname()) != nil {
+		herr := errors.New("the URL cannot be parsed")
+		if err == nil {
+			herr = netguard.CheckHost(u.Hostname())
+		}
+		g.emit(ctx, extension.Event{Type: audit.ServerLoadDenied, Session: req.Session, Server: req.ServerName, Action: "block", Reason: "url", Fields: map[string]any{"url": req.URL}})
+		return 0, &extension.Denial{Rule: "load.url", Reason: herr.Error(), Detail: herr.Error(), Code: extension.CodePermissionDenied}
+	}
 	if err := g.pipe.Load(ctx, req); err != nil {
 		reason := "load_filter"
 		if d, ok := extension.AsDenial(err); ok {
@@ -630,22 +642,52 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 		return 0, err
 	}
 	cfg := &config.Server{Name: req.ServerName, URL: req.URL, Transport: config.TransportStreamableHTTP}
+	configured := false
 	if conf, ok := g.cfg.Servers[req.ServerName]; ok && conf.IsRemote() && sameURL(conf.URL, req.URL) {
 		// The config declares this very server (e.g. disabled until
-		// needed): use its entry, headers and transport included.
-		cfg = conf
+		// needed): use its entry, headers and transport included. The
+		// operator wrote its URL, so it may be on a private network like
+		// any configured server.
+		cfg, configured = conf, true
 	}
-	srv, err := g.ups.Add(cfg)
+	// Every address the connection dials is checked, after name
+	// resolution: a name, an /etc/hosts alias or a redirect cannot reach
+	// what the URL checks above would have refused.
+	var checks []netguard.Check
+	if !req.AllowPrivateNetworks && !configured {
+		checks = append(checks, netguard.DenyPrivate)
+	}
+	for _, c := range req.DialChecks {
+		checks = append(checks, netguard.Check(c))
+	}
+	var sopts []upstream.ServerOption
+	if check := netguard.Chain(checks...); check != nil {
+		sopts = append(sopts, upstream.WithDialCheck(check))
+	}
+	srv, err := g.ups.Add(cfg, sopts...)
 	if err != nil {
 		return 0, err
 	}
 	tools, err := srv.ListTools(ctx)
 	if err != nil {
+		f := srv.StartFailure(err)
 		g.ups.Remove(req.ServerName)
-		if authFailure(err) {
+		// The error may quote the server's answer; for a URL a model
+		// chose, that can be an internal page. The log has it (redacted),
+		// the model only the class of failure.
+		g.log.Warn("loading a server at run time failed", "server", req.ServerName, "class", f.Class, "error", g.redactString(err.Error()))
+		if f.Class == upstream.FailureRefused {
+			rule := "deny_private_networks"
+			if !errors.Is(f.Refusal, netguard.ErrPrivate) {
+				rule = "load_control.deny_url_patterns"
+			}
+			g.emit(ctx, extension.Event{Type: audit.ServerLoadDenied, Session: req.Session, Server: req.ServerName, Action: "block", Reason: rule, Fields: map[string]any{"url": req.URL}})
+			return 0, &extension.Denial{Rule: rule, Reason: "the server's address is on a network this gateway does not load servers from", Detail: f.Refusal.Error(), Code: extension.CodePermissionDenied}
+		}
+		if f.Class == upstream.FailureHTTPStatus && (f.Status == 401 || f.Status == 403) {
 			return 0, errors.New(g.authMessage(req.ServerName))
 		}
-		return 0, fmt.Errorf("could not connect to %q at %s: %v", req.ServerName, req.URL, err)
+		return 0, fmt.Errorf("could not connect to %q: %s", req.ServerName, f)
 	}
 	g.catalogue(ctx, req.ServerName, tools, true)
 	g.emit(ctx, extension.Event{Type: audit.ServerLoaded, Session: req.Session, Server: req.ServerName, Action: "allow", Fields: map[string]any{"url": req.URL, "tools": len(tools)}})

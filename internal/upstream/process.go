@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,8 +40,10 @@ type process struct {
 	exitErr    error         // why it exited; read after exited is closed
 	stderrDone chan struct{} // closed when the stderr reader has finished
 
-	lastMu   sync.Mutex
-	lastLine string // the child's last stderr line, for start errors
+	lastMu sync.Mutex
+	// lastLines are the child's last stderr lines (at most keepLines, each
+	// cut to keepLineBytes), for start errors.
+	lastLines []string
 
 	stopOnce sync.Once
 }
@@ -129,8 +133,8 @@ func (s *Server) startProcess() (*process, error) {
 }
 
 // transport is the MCP connection over the child's stdin and stdout.
-func (p *process) transport() mcp.Transport {
-	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}
+func (p *process) transport(maxLine int) mcp.Transport {
+	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxLine}
 }
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
@@ -197,11 +201,56 @@ func (p *process) exitDescription() string {
 	return "exit status 0"
 }
 
-func (p *process) last() string {
+// Bounds of the stderr kept for start errors.
+const (
+	keepLines     = 40
+	keepLineBytes = 1024
+)
+
+func (p *process) keep(line string) {
+	if len(line) > keepLineBytes {
+		line = line[:keepLineBytes] + "…"
+	}
 	p.lastMu.Lock()
 	defer p.lastMu.Unlock()
-	return p.lastLine
+	if len(p.lastLines) == keepLines {
+		copy(p.lastLines, p.lastLines[1:])
+		p.lastLines = p.lastLines[:keepLines-1]
+	}
+	p.lastLines = append(p.lastLines, line)
 }
+
+// telling returns the most informative of the last stderr lines: the last
+// that states an error ("Error: ...", "TypeError [ERR_X]: ...",
+// "ValueError: ...", "panic: ..."), else the last that mentions one, else
+// the last line. Runtimes print more after the error (Node a stack and
+// "Node.js v22", Python a traceback before it), so the last line alone
+// rarely says why.
+func (p *process) telling() string {
+	p.lastMu.Lock()
+	lines := slices.Clone(p.lastLines)
+	p.lastMu.Unlock()
+	for i := len(lines) - 1; i >= 0; i-- {
+		if errorStatement.MatchString(lines[i]) {
+			return lines[i]
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if errorMention.MatchString(l) && !strings.HasPrefix(l, "at ") {
+			return lines[i]
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1]
+}
+
+var (
+	errorStatement = regexp.MustCompile(`^\s*(?:[\w.$]*(?:Error|Exception)|panic|fatal error|FATAL|ERROR)(?:\s*\[[^\]]*\])?:\s`)
+	errorMention   = regexp.MustCompile(`(?i)\b(?:error|exception|panic|fatal|failed)\b`)
+)
 
 // readStderr logs the child's stderr a line at a time with the server's
 // name, until every writer of the pipe is gone.
@@ -215,9 +264,7 @@ func (p *process) readStderr() {
 			// Debug: servers chatter on stderr (banners, progress); when one fails,
 			// its failure reports the telling line.
 			p.log.Debug("upstream stderr", "line", line)
-			p.lastMu.Lock()
-			p.lastLine = line
-			p.lastMu.Unlock()
+			p.keep(line)
 		}
 		if err != nil {
 			return
@@ -243,14 +290,14 @@ func readLine(r *bufio.Reader, max int) (string, error) {
 }
 
 // startError describes a start that failed after the process ran: how it
-// exited and the last thing it wrote to stderr, which usually says why.
+// exited and the line of its stderr that best says why.
 func (p *process) startError(err error) error {
 	var extra []string
 	if d := p.exitDescription(); d != "" {
 		extra = append(extra, "the process ended with "+d)
 	}
-	if l := p.last(); l != "" {
-		extra = append(extra, fmt.Sprintf("its last stderr line: %q", l))
+	if l := p.telling(); l != "" {
+		extra = append(extra, fmt.Sprintf("its stderr says: %q", l))
 	}
 	if len(extra) == 0 {
 		return err

@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/netguard"
 )
 
 func (s *Server) httpClient() (*http.Client, error) {
@@ -19,8 +23,22 @@ func (s *Server) httpClient() (*http.Client, error) {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
+	if s.dialCheck != nil {
+		ht, ok := rt.(*http.Transport)
+		if !ok {
+			// Fail closed: another transport may dial without the check.
+			return nil, fmt.Errorf("server %q: its connections must be checked at dial time, which needs an *http.Transport (have %T)", s.cfg.Name, rt)
+		}
+		ht = ht.Clone()
+		// Through a proxy, the dialled address is the proxy's, and the
+		// check could not see where the request goes.
+		ht.Proxy = nil
+		ht.DialContext = netguard.Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}, s.dialCheck).DialContext
+		ht.DialTLSContext = nil
+		rt = ht
+	}
 	c := *base
-	t := &headerTransport{base: rt, headers: s.cfg.Headers, scheme: origin.Scheme, host: origin.Host, log: s.log}
+	t := &headerTransport{base: rt, headers: s.cfg.Headers, scheme: origin.Scheme, host: origin.Host, log: s.log, server: s.cfg.Name, limit: s.maxResponse, probe: &s.probe}
 	if f := s.m.opts.Token; f != nil {
 		cfg := s.cfg
 		t.token = func() (string, bool, error) { return f(cfg) }
@@ -52,6 +70,9 @@ type headerTransport struct {
 	token        func() (string, bool, error)
 	scheme, host string
 	log          *slog.Logger
+	server       string
+	limit        int64 // bytes in one response body or SSE event
+	probe        *probe
 }
 
 func (t *headerTransport) sameOrigin(u *url.URL) bool {
@@ -80,5 +101,16 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set("Authorization", "Bearer "+tok)
 		}
 	}
-	return t.base.RoundTrip(r)
+	id := requestID(r)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		if t.probe != nil && r.Context().Err() == nil {
+			t.probe.sawError(err)
+		}
+		return nil, err
+	}
+	if t.probe != nil {
+		t.probe.sawResponse(resp)
+	}
+	return t.limitResponse(r, id, resp)
 }

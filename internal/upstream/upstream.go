@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/netguard"
 )
 
 // Defaults for connection handling.
@@ -106,6 +107,22 @@ type Options struct {
 	// through it instead of its configured command or URL (tests, and
 	// programs embedding servers in process).
 	Transport func(cfg *config.Server) mcp.Transport
+	// MaxResponseBytes bounds one message from a server whose config sets
+	// no max_response_bytes: an HTTP response body, an SSE event, a stdio
+	// line (default config.DefaultMaxResponseBytes).
+	MaxResponseBytes int64
+}
+
+// ServerOption configures one server at Add.
+type ServerOption func(*Server)
+
+// WithDialCheck makes every connection to the server run check on the
+// address actually dialled (after name resolution), and refuses the
+// connection when it returns an error. It applies to remote servers; such a
+// server's requests never go through an HTTP proxy, whose address is all a
+// dial check would see.
+func WithDialCheck(check netguard.Check) ServerOption {
+	return func(s *Server) { s.dialCheck = check }
 }
 
 // Manager owns every upstream server.
@@ -136,6 +153,9 @@ func NewManager(opts Options) *Manager {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
 	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = config.DefaultMaxResponseBytes
+	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
@@ -147,7 +167,7 @@ func NewManager(opts Options) *Manager {
 var ErrExists = errors.New("a server with this name already exists")
 
 // Add registers a server without starting it.
-func (m *Manager) Add(cfg *config.Server) (*Server, error) {
+func (m *Manager) Add(cfg *config.Server, opts ...ServerOption) (*Server, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -159,6 +179,13 @@ func (m *Manager) Add(cfg *config.Server) (*Server, error) {
 	s := &Server{cfg: cfg, m: m, log: m.log.With("server", cfg.Name), idle: cfg.Idle(), callTimeout: cfg.CallLimit()}
 	if s.callTimeout <= 0 {
 		s.callTimeout = m.opts.CallTimeout
+	}
+	s.maxResponse = m.opts.MaxResponseBytes
+	if v := cfg.MaxResponseBytes; v != nil {
+		s.maxResponse = *v
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	m.servers[cfg.Name] = s
 	return s, nil
@@ -230,6 +257,9 @@ type Server struct {
 	log         *slog.Logger
 	idle        time.Duration // 0: never stopped for idleness
 	callTimeout time.Duration
+	maxResponse int64          // bytes in one message from the server
+	dialCheck   netguard.Check // nil: any address
+	probe       probe          // what the HTTP exchanges of the last start saw
 
 	mu        sync.Mutex
 	conn      *conn      // the live connection, nil when down
@@ -253,11 +283,16 @@ type conn struct {
 	sess     *mcp.ClientSession
 	proc     *process // nil for remote servers
 	inflight int      // requests using it; guarded by Server.mu
+	// cancel ends the context of a legacy SSE stream; nil otherwise.
+	cancel context.CancelFunc
 }
 
 // close ends the session and, for a stdio server, its process group.
 func (c *conn) close() {
 	_ = c.sess.Close()
+	if c.cancel != nil {
+		c.cancel()
+	}
 	if c.proc != nil {
 		c.proc.stop()
 	}
@@ -572,10 +607,7 @@ func (s *Server) watch(c *conn) {
 	s.lost(c, err)
 	// Close even a session the server ended: the SDK releases some of its
 	// goroutines (the subscription listener) only on Close.
-	_ = c.sess.Close()
-	if c.proc != nil {
-		c.proc.stop()
-	}
+	c.close()
 }
 
 // lost marks c down if it is still the server's connection.
@@ -632,7 +664,7 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("start %q: %w", s.cfg.Command, err)
 		}
-		sess, err := client.Connect(ctx, p.transport(), nil)
+		sess, err := client.Connect(ctx, p.transport(s.lineLimit()), nil)
 		if err != nil {
 			p.stop()
 			return nil, p.startError(fmt.Errorf("start %q: %w", s.cfg.Command, err))
@@ -643,26 +675,65 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.probe.reset()
+	// A legacy SSE transport keeps the GET it connects with as the
+	// server-to-client stream for the whole session, and binds it to the
+	// context it is given. The connect timeout's context ends when start
+	// returns, which would close the stream and the session with it; so the
+	// stream gets a context of its own that lives as long as the connection,
+	// and the connect timeout cancels it only while connecting.
+	lctx, lcancel := context.WithCancel(s.m.ctx)
+	stop := context.AfterFunc(ctx, lcancel)
+	connected := func(sess *mcp.ClientSession) (*conn, error) {
+		if !stop() {
+			// The timeout fired as the handshake finished: the stream is
+			// gone, so the session is of no use.
+			_ = sess.Close()
+			lcancel()
+			return nil, context.Cause(ctx)
+		}
+		return &conn{sess: sess, cancel: lcancel}, nil
+	}
+	sse := func() (*mcp.ClientSession, error) {
+		return client.Connect(ctx, &streamContext{Transport: &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.sdkEventLimit()}, ctx: lctx}, nil)
+	}
 	if s.cfg.Transport == config.TransportSSE {
-		sess, err := client.Connect(ctx, &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, nil)
+		sess, err := sse()
 		if err != nil {
+			stop()
+			lcancel()
 			return nil, fmt.Errorf("connect (sse): %w", err)
 		}
-		return &conn{sess: sess}, nil
+		return connected(sess)
 	}
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: -1}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: s.sdkEventLimit()}, nil)
 	if err == nil {
-		return &conn{sess: sess}, nil
+		return connected(sess)
 	}
 	if ctx.Err() != nil {
+		stop()
+		lcancel()
 		return nil, fmt.Errorf("connect (streamable http): %w", err)
 	}
-	sess, sseErr := client.Connect(ctx, &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, nil)
+	sess, sseErr := sse()
 	if sseErr != nil {
-		return nil, fmt.Errorf("connect: streamable http: %v; sse fallback: %v", err, sseErr)
+		stop()
+		lcancel()
+		return nil, fmt.Errorf("connect: streamable http: %w; sse fallback: %v", err, sseErr)
 	}
 	s.log.Info("streamable HTTP failed; connected over legacy SSE", "streamable_error", err)
-	return &conn{sess: sess}, nil
+	return connected(sess)
+}
+
+// streamContext connects its transport with a context of its own instead of
+// the one Connect is given (see connect).
+type streamContext struct {
+	mcp.Transport
+	ctx context.Context
+}
+
+func (t *streamContext) Connect(context.Context) (mcp.Connection, error) {
+	return t.Transport.Connect(t.ctx)
 }
 
 // ListTools lists every tool of the server, following pagination, starting

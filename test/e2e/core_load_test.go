@@ -18,7 +18,7 @@ func TestLoadMCPServer(t *testing.T) {
 	// (default-on) shadowing protection would rightly block; it has its own
 	// tests (defsec_test.go).
 	cfg := coreConfig(t, map[string]any{})
-	setFilters(t, cfg, map[string]any{"shadowing": false})
+	setFilters(t, cfg, map[string]any{"shadowing": false, "load_control": map[string]any{"deny_private_networks": false}})
 	cs, logs := startStdio(t, cfg)
 
 	if got := search(t, cs, "echo a message back", 5); len(got) != 0 {
@@ -50,7 +50,7 @@ func TestLoadMCPServer(t *testing.T) {
 	wantRefused(t, "url http://", load("bad", "http://"), "no host")
 	// Nothing listens there.
 	dead := "http://" + freeAddr(t) + "/mcp"
-	wantRefused(t, "unreachable url", load("gone", dead), "could not connect", `"gone"`, dead)
+	wantRefused(t, "unreachable url", load("gone", dead), "could not connect", `"gone"`, "connection refused")
 
 	// Missing or mistyped arguments.
 	wantRefused(t, "load without arguments", call(t, cs, "load_mcp_server", map[string]any{}), "load_mcp_server")

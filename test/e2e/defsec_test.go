@@ -84,6 +84,13 @@ func httpTestServer(t *testing.T, name, toolsFile string) string {
 // defsecConfig writes a config with lexical search (fast, deterministic).
 func defsecConfig(t *testing.T, servers, filters map[string]any) string {
 	t.Helper()
+	if filters == nil {
+		filters = map[string]any{}
+	}
+	if _, ok := filters["load_control"]; !ok {
+		// The test servers listen on loopback.
+		filters["load_control"] = map[string]any{"deny_private_networks": false}
+	}
 	b := mustJSON(map[string]any{"mcpServers": servers, "filters": filters, "search": map[string]any{"mode": "lexical"}})
 	p := filepath.Join(t.TempDir(), "config.json")
 	if err := os.WriteFile(p, b, 0o600); err != nil {

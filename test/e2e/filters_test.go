@@ -316,6 +316,8 @@ func TestLoadControlRefusesBeforeConnecting(t *testing.T) {
 			"deny_name_patterns": []string{"evil*"},
 			"deny_url_patterns":  []string{"http://*"},
 			"allow_url_patterns": []string{"https://github.com/*", "https://localhost/*"},
+			// The control load below goes to loopback.
+			"deny_private_networks": false,
 		},
 	})
 	cs, _ := startStdio(t, cfg)

@@ -76,7 +76,7 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 			"everything": everything,
 			"billing":    map[string]any{"url": api.url},
 		},
-		"filters": map[string]any{"similarity_threshold": 0.2},
+		"filters": map[string]any{"similarity_threshold": 0.2, "load_control": map[string]any{"deny_private_networks": false}},
 	})
 
 	var wire bytes.Buffer // every JSON-RPC message in both directions
