@@ -58,6 +58,9 @@ type Config struct {
 	// ServersKey is the key the servers were read from: "mcpServers", or
 	// "servers" for a VS Code mcp.json.
 	ServersKey string
+	// LLMProxy configures the LLM-API proxy; nil when the file has no
+	// llm_proxy object.
+	LLMProxy *LLMProxy
 }
 
 // Audit is the "audit" object.
@@ -243,6 +246,8 @@ type fileFormat struct {
 	// them is matched against their keys for a did-you-mean.
 	Search json.RawMessage `json:"search,omitempty"`
 	Audit  json.RawMessage `json:"audit,omitempty"`
+	// LLMProxy is decoded on its own, like Search and Audit.
+	LLMProxy json.RawMessage `json:"llm_proxy,omitempty"`
 	Exposure
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
@@ -423,6 +428,13 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		if cfg.Audit.MaxSizeMB < 0 || cfg.Audit.MaxFiles < 0 {
 			return nil, &Error{File: file, Msg: fmt.Sprintf("audit: max_size_mb (%d) and max_files (%d) must be positive (0: the default)", cfg.Audit.MaxSizeMB, cfg.Audit.MaxFiles)}
 		}
+	}
+	if len(ff.LLMProxy) > 0 && string(bytes.TrimSpace(ff.LLMProxy)) != "null" {
+		lp, err := parseLLMProxy(ff.LLMProxy)
+		if err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
+		}
+		cfg.LLMProxy = lp
 	}
 	if err := cfg.Search.validate(cfg.Dir); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}
