@@ -61,6 +61,24 @@ func runServe(ctx context.Context, c *common, listen string, insecure bool, stde
 		return err
 	}
 	defer g.Close()
+	// The LLM proxy beside MCP shares the gateway, so its calls and the
+	// MCP calls meet in the same filter state (cross_server, rate_limits).
+	if p := g.LLMProxyConfig(); p != nil && p.Listen != "" {
+		lln, err := bindListener(p.Listen, insecure)
+		if err != nil {
+			return err
+		}
+		defer lln.Close()
+		h, err := llmProxyHandler(g, log)
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := serveLLMProxy(ctx, lln, h, log); err != nil && ctx.Err() == nil {
+				log.Error("LLM proxy stopped", "error", err)
+			}
+		}()
+	}
 	if ln == nil {
 		log.Info("serving MCP over stdio")
 		err := g.ServeStdio(ctx)
