@@ -1,11 +1,545 @@
 package llmproxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"strconv"
 )
 
-func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, body io.Reader, provider, api string, info *requestInfo) {
-	relay(w, body)
+// streamer relays one SSE response. Events that are not part of a tool
+// call are written and flushed as they arrive; the events of a tool call
+// are held (within max_body_bytes) until the call is complete, then judged
+// with its full arguments and either released as they came or replaced
+// by a text block saying why the call was blocked. Nothing of a call that
+// was not judged (the stream broke off) reaches the agent.
+type streamer struct {
+	p        *Proxy
+	ctx      context.Context
+	w        http.ResponseWriter
+	provider string
+	info     *requestInfo
+	werr     error
+	held     int // bytes held
 }
+
+func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, body io.Reader, provider, api string, info *requestInfo) {
+	s := &streamer{p: p, ctx: ctx, w: w, provider: provider, info: info}
+	r := newSSEReader(body, p.cfg.EventLimit())
+	var h interface {
+		event(e event) error
+		end()
+	}
+	switch api {
+	case apiMessages:
+		h = &anthropicStream{s: s}
+	case apiChat:
+		h = &chatStream{s: s, pending: map[int]*chatChoice{}}
+	default:
+		h = &responsesStream{s: s, decided: map[string]Decision{}}
+	}
+	for {
+		e, err := r.next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				p.log.Warn("stream from the provider ended with an error; held tool calls are dropped", "provider", provider, "error", err)
+			}
+			h.end()
+			return
+		}
+		if err := h.event(e); err != nil {
+			if ctx.Err() == nil && s.werr == nil {
+				p.log.Warn("stream rewriting stopped; held tool calls are dropped", "provider", provider, "error", err)
+			}
+			return
+		}
+		if s.werr != nil {
+			return // the client went away
+		}
+	}
+}
+
+func (s *streamer) write(b []byte) {
+	if s.werr != nil {
+		return
+	}
+	_, s.werr = s.w.Write(b)
+}
+
+func (s *streamer) flush() {
+	if s.werr == nil {
+		flush(s.w)
+	}
+}
+
+var errHeldTooLarge = errors.New("a tool call's events exceed max_body_bytes")
+
+func (s *streamer) hold(n int) error {
+	s.held += n
+	if int64(s.held) > s.p.cfg.BodyLimit() {
+		return errHeldTooLarge
+	}
+	return nil
+}
+
+func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// anthropicStream follows the Messages stream: message_start, then per
+// content block content_block_start / _delta... / _stop (blocks come one
+// at a time), then message_delta (stop_reason) and message_stop.
+type anthropicStream struct {
+	s *streamer
+	// the tool_use block being held
+	holding    bool
+	index      int
+	id, name   string
+	args       bytes.Buffer
+	events     [][]byte
+	uses, hits int
+}
+
+type anthropicEvent struct {
+	Type         string `json:"type"`
+	Index        int    `json:"index"`
+	ContentBlock *struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type        string `json:"type"`
+		PartialJSON string `json:"partial_json"`
+	} `json:"delta"`
+}
+
+func (a *anthropicStream) event(e event) error {
+	s := a.s
+	switch {
+	case e.name == "content_block_start" || (a.holding && (e.name == "content_block_delta" || e.name == "content_block_stop")):
+		var ev anthropicEvent
+		if err := json.Unmarshal(e.data, &ev); err != nil {
+			return err
+		}
+		if e.name == "content_block_start" {
+			if ev.ContentBlock == nil || ev.ContentBlock.Type != "tool_use" {
+				break
+			}
+			a.holding, a.index, a.id, a.name = true, ev.Index, ev.ContentBlock.ID, ev.ContentBlock.Name
+			a.args.Reset()
+			a.events = append(a.events[:0], clone(e.raw))
+			a.uses++
+			return s.hold(len(e.raw))
+		}
+		if ev.Index != a.index {
+			break
+		}
+		if e.name == "content_block_delta" {
+			if ev.Delta != nil && ev.Delta.Type == "input_json_delta" {
+				a.args.WriteString(ev.Delta.PartialJSON)
+			}
+			a.events = append(a.events, clone(e.raw))
+			return s.hold(len(e.raw) + a.args.Len())
+		}
+		// content_block_stop: the call is complete.
+		a.holding = false
+		s.held = 0
+		args := a.args.Bytes()
+		if len(bytes.TrimSpace(args)) == 0 {
+			args = []byte("{}")
+		}
+		d := s.p.evaluate(s.ctx, s.provider, s.info, a.id, a.name, args)
+		if d.Action != Block {
+			for _, b := range a.events {
+				s.write(b)
+			}
+			s.write(e.raw)
+		} else {
+			a.hits++
+			idx := a.index
+			s.write(formatEvent("content_block_start", mustJSON(map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "text", "text": ""}})))
+			s.write(formatEvent("content_block_delta", mustJSON(map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "text_delta", "text": blockedText(a.name, d)}})))
+			s.write(formatEvent("content_block_stop", mustJSON(map[string]any{"type": "content_block_stop", "index": idx})))
+		}
+		a.events = a.events[:0]
+		s.flush()
+		return nil
+	case e.name == "message_delta" && a.hits > 0 && a.hits == a.uses:
+		// Every tool call was blocked: the turn ends here.
+		var ev obj
+		if err := json.Unmarshal(e.data, &ev); err != nil {
+			return err
+		}
+		var delta obj
+		if json.Unmarshal(ev["delta"], &delta) == nil && str(delta, "stop_reason") == "tool_use" {
+			delta["stop_reason"] = mustJSON("end_turn")
+			ev["delta"] = mustJSON(delta)
+			s.write(formatEvent(e.name, mustJSON(ev)))
+			s.flush()
+			return nil
+		}
+	}
+	if a.holding {
+		// An event inside a held block that is none of its own (ping):
+		// keep the order.
+		a.events = append(a.events, clone(e.raw))
+		return s.hold(len(e.raw))
+	}
+	s.write(e.raw)
+	s.flush()
+	return nil
+}
+
+func (a *anthropicStream) end() {}
+
+// chatStream follows Chat Completions chunks. A choice's chunks are held
+// from its first tool_calls delta to its finish_reason; then its calls are
+// judged, the held chunks are released without the blocked calls (the
+// others renumbered so their indices stay consecutive), the blocked calls'
+// lines are sent as content, and finish_reason becomes stop if no call is
+// left.
+type chatStream struct {
+	s       *streamer
+	pending map[int]*chatChoice
+}
+
+type chatChoice struct {
+	chunks []heldChunk // each carrying only this choice
+	calls  []*chatCall
+	byIdx  map[int]*chatCall
+}
+
+// heldChunk is a chunk's JSON with this choice only, and its raw event
+// when the chunk had no other choice (so it can go out as it came).
+type heldChunk struct {
+	raw, data []byte
+}
+
+type chatCall struct {
+	index    int
+	id, name string
+	args     bytes.Buffer
+}
+
+type chatToolDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function *struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+var (
+	toolCallsKey = []byte(`"tool_calls"`)
+	doneData     = []byte("[DONE]")
+)
+
+func (c *chatStream) event(e event) error {
+	s := c.s
+	if len(c.pending) == 0 && !bytes.Contains(e.data, toolCallsKey) || bytes.Equal(e.data, doneData) || len(e.data) == 0 {
+		if bytes.Equal(e.data, doneData) {
+			c.releaseAll()
+		}
+		s.write(e.raw)
+		s.flush()
+		return nil
+	}
+	var chunk obj
+	if err := json.Unmarshal(e.data, &chunk); err != nil {
+		return err
+	}
+	var choices []obj
+	_ = json.Unmarshal(chunk["choices"], &choices)
+	var pass []obj
+	var finished []int
+	for _, ch := range choices {
+		var idx int
+		_ = json.Unmarshal(ch["index"], &idx)
+		var delta struct {
+			ToolCalls []chatToolDelta `json:"tool_calls"`
+		}
+		_ = json.Unmarshal(ch["delta"], &delta)
+		pc := c.pending[idx]
+		if pc == nil && len(delta.ToolCalls) == 0 {
+			pass = append(pass, ch)
+			continue
+		}
+		if pc == nil {
+			pc = &chatChoice{byIdx: map[int]*chatCall{}}
+			c.pending[idx] = pc
+		}
+		for _, td := range delta.ToolCalls {
+			call := pc.byIdx[td.Index]
+			if call == nil {
+				call = &chatCall{index: td.Index}
+				pc.byIdx[td.Index] = call
+				pc.calls = append(pc.calls, call)
+			}
+			if td.ID != "" {
+				call.id = td.ID
+			}
+			if td.Function != nil {
+				if td.Function.Name != "" {
+					call.name = td.Function.Name
+				}
+				call.args.WriteString(td.Function.Arguments)
+			}
+		}
+		var hc heldChunk
+		if len(choices) == 1 {
+			hc = heldChunk{raw: clone(e.raw), data: clone(e.data)}
+		} else {
+			one := cloneObj(chunk)
+			one["choices"] = mustJSON([]obj{ch})
+			hc.data = mustJSON(one)
+		}
+		pc.chunks = append(pc.chunks, hc)
+		if err := s.hold(len(hc.raw) + len(hc.data)); err != nil {
+			return err
+		}
+		if fr := ch["finish_reason"]; len(fr) > 0 && string(fr) != "null" {
+			finished = append(finished, idx)
+		}
+	}
+	if len(pass) > 0 || len(choices) == 0 {
+		if len(pass) == len(choices) {
+			s.write(e.raw)
+		} else {
+			rest := cloneObj(chunk)
+			rest["choices"] = mustJSON(pass)
+			s.write(formatEvent(e.name, mustJSON(rest)))
+		}
+	}
+	for _, idx := range finished {
+		c.release(idx)
+	}
+	s.flush()
+	return nil
+}
+
+func cloneObj(o obj) obj {
+	out := make(obj, len(o))
+	for k, v := range o {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *chatStream) releaseAll() {
+	for idx := range c.pending {
+		c.release(idx)
+	}
+}
+
+// release judges a choice's calls and writes its held chunks.
+func (c *chatStream) release(idx int) {
+	s := c.s
+	pc := c.pending[idx]
+	delete(c.pending, idx)
+	if pc == nil {
+		return
+	}
+	s.held = 0
+	renum := map[int]int{}
+	var lines []string
+	for _, call := range pc.calls {
+		if call.name == "" {
+			continue // never named: nothing the agent could run
+		}
+		d := s.p.evaluate(s.ctx, s.provider, s.info, call.id, call.name, call.args.Bytes())
+		if d.Action == Block {
+			lines = append(lines, blockedText(call.name, d))
+			continue
+		}
+		renum[call.index] = len(renum)
+	}
+	for i, hc := range pc.chunks {
+		if len(lines) == 0 {
+			if hc.raw != nil {
+				s.write(hc.raw)
+			} else {
+				s.write(formatEvent("", hc.data))
+			}
+			continue
+		}
+		var chunk obj
+		_ = json.Unmarshal(hc.data, &chunk)
+		var choices []obj
+		_ = json.Unmarshal(chunk["choices"], &choices)
+		ch := choices[0]
+		var delta obj
+		_ = json.Unmarshal(ch["delta"], &delta)
+		var tcs []obj
+		_ = json.Unmarshal(delta["tool_calls"], &tcs)
+		last := i == len(pc.chunks)-1
+		if len(tcs) > 0 {
+			var kept []obj
+			for _, tc := range tcs {
+				var n int
+				_ = json.Unmarshal(tc["index"], &n)
+				if nn, ok := renum[n]; ok {
+					tc["index"] = mustJSON(nn)
+					kept = append(kept, tc)
+				}
+			}
+			if len(kept) > 0 {
+				delta["tool_calls"] = mustJSON(kept)
+			} else {
+				delete(delta, "tool_calls")
+			}
+		}
+		if last {
+			// The lines go out before the chunk that ends the choice.
+			msg := cloneObj(chunk)
+			msg["choices"] = mustJSON([]obj{{"index": mustJSON(idx), "delta": mustJSON(obj{"content": mustJSON(joinText("", lines))}), "finish_reason": json.RawMessage("null")}})
+			if fr := str(ch, "finish_reason"); fr == "tool_calls" && len(renum) == 0 {
+				ch["finish_reason"] = mustJSON("stop")
+			}
+			s.write(formatEvent("", mustJSON(msg)))
+		}
+		if len(delta) == 0 && (len(ch["finish_reason"]) == 0 || string(ch["finish_reason"]) == "null") {
+			continue // nothing left of this chunk
+		}
+		ch["delta"] = mustJSON(delta)
+		chunk["choices"] = mustJSON([]obj{ch})
+		s.write(formatEvent("", mustJSON(chunk)))
+	}
+	s.flush()
+}
+
+// end drops what is held: a call whose stream broke off was never judged.
+func (c *chatStream) end() {}
+
+// responsesStream follows Responses events. A function_call output item's
+// events (output_item.added, function_call_arguments.delta/.done,
+// output_item.done) are held until its output_item.done, which carries the
+// whole call; a blocked call is replaced by a message item with the same
+// output_index. The final response.completed is rewritten to agree.
+type responsesStream struct {
+	s       *streamer
+	holding map[int]*respCall
+	decided map[string]Decision // by call_id
+}
+
+type respCall struct {
+	events [][]byte
+	seq    []json.RawMessage
+}
+
+type respEvent struct {
+	Type           string          `json:"type"`
+	OutputIndex    *int            `json:"output_index"`
+	SequenceNumber json.RawMessage `json:"sequence_number"`
+	Item           *struct {
+		Type      string `json:"type"`
+		ID        string `json:"id"`
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"item"`
+}
+
+var functionCallType = []byte(`"function_call"`)
+
+func (r *responsesStream) event(e event) error {
+	s := r.s
+	relevant := bytes.Contains(e.data, functionCallType) || len(r.holding) > 0 ||
+		(len(r.decided) > 0 && (e.name == "response.completed" || e.name == "response.incomplete" || e.name == "response.failed"))
+	if !relevant || len(e.data) == 0 {
+		s.write(e.raw)
+		s.flush()
+		return nil
+	}
+	var ev respEvent
+	if err := json.Unmarshal(e.data, &ev); err != nil {
+		return err
+	}
+	switch {
+	case ev.Type == "response.output_item.added" && ev.Item != nil && ev.Item.Type == "function_call" && ev.OutputIndex != nil:
+		if r.holding == nil {
+			r.holding = map[int]*respCall{}
+		}
+		r.holding[*ev.OutputIndex] = &respCall{events: [][]byte{clone(e.raw)}, seq: []json.RawMessage{clone(ev.SequenceNumber)}}
+		return s.hold(len(e.raw))
+	case ev.OutputIndex != nil && r.holding[*ev.OutputIndex] != nil:
+		rc := r.holding[*ev.OutputIndex]
+		rc.events = append(rc.events, clone(e.raw))
+		rc.seq = append(rc.seq, clone(ev.SequenceNumber))
+		if ev.Type != "response.output_item.done" || ev.Item == nil {
+			return s.hold(len(e.raw))
+		}
+		delete(r.holding, *ev.OutputIndex)
+		s.held = 0
+		d := s.p.evaluate(s.ctx, s.provider, s.info, ev.Item.CallID, ev.Item.Name, []byte(ev.Item.Arguments))
+		r.decided[ev.Item.CallID] = d
+		if d.Action != Block {
+			for _, b := range rc.events {
+				s.write(b)
+			}
+		} else {
+			r.writeReplacement(*ev.OutputIndex, ev.Item.CallID, blockedText(ev.Item.Name, d), rc.seq)
+		}
+		s.flush()
+		return nil
+	case ev.Type == "response.completed" || ev.Type == "response.incomplete" || ev.Type == "response.failed":
+		var whole obj
+		if err := json.Unmarshal(e.data, &whole); err != nil {
+			return err
+		}
+		var resp obj
+		if err := json.Unmarshal(whole["response"], &resp); err != nil {
+			return err
+		}
+		out, changed, err := s.p.rewriteOutput(s.ctx, s.provider, s.info, resp["output"], r.decided)
+		if err != nil {
+			return err
+		}
+		if changed {
+			resp["output"] = out
+			whole["response"] = mustJSON(resp)
+			s.write(formatEvent(e.name, mustJSON(whole)))
+			s.flush()
+			return nil
+		}
+	}
+	s.write(e.raw)
+	s.flush()
+	return nil
+}
+
+// writeReplacement emits the events of a message item holding text, at
+// the blocked call's output_index, reusing the held events' sequence
+// numbers (there are at least as many: added, arguments done, item done).
+func (r *responsesStream) writeReplacement(outIdx int, callID, text string, seqs []json.RawMessage) {
+	s := r.s
+	n := 0
+	seq := func() json.RawMessage {
+		if n < len(seqs) && len(seqs[n]) > 0 {
+			n++
+			return seqs[n-1]
+		}
+		n++
+		return json.RawMessage(strconv.Itoa(n))
+	}
+	itemID := "msg_toolgate_" + callID
+	part := map[string]any{"type": "output_text", "text": "", "annotations": []any{}}
+	emit := func(typ string, fields map[string]any) {
+		fields["type"] = typ
+		if sq := seq(); len(seqs) > 0 {
+			fields["sequence_number"] = sq
+		}
+		s.write(formatEvent(typ, mustJSON(fields)))
+	}
+	emit("response.output_item.added", map[string]any{"output_index": outIdx, "item": messageItem(callID, "", "in_progress")})
+	emit("response.content_part.added", map[string]any{"output_index": outIdx, "item_id": itemID, "content_index": 0, "part": part})
+	emit("response.output_text.delta", map[string]any{"output_index": outIdx, "item_id": itemID, "content_index": 0, "delta": text})
+	emit("response.output_text.done", map[string]any{"output_index": outIdx, "item_id": itemID, "content_index": 0, "text": text})
+	done := map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+	emit("response.content_part.done", map[string]any{"output_index": outIdx, "item_id": itemID, "content_index": 0, "part": done})
+	emit("response.output_item.done", map[string]any{"output_index": outIdx, "item": messageItem(callID, text, "completed")})
+}
+
+func (r *responsesStream) end() {}
