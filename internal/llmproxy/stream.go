@@ -39,7 +39,7 @@ func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, body io.Reade
 	case apiChat:
 		h = &chatStream{s: s, pending: map[int]*chatChoice{}}
 	default:
-		h = &responsesStream{s: s, decided: map[string]Decision{}}
+		h = &responsesStream{s: s, decided: map[string]Decision{}, open: map[int]*respCall{}, blocked: map[int]*respCall{}}
 	}
 	for {
 		e, err := r.next()
@@ -413,20 +413,30 @@ func (c *chatStream) release(idx int) {
 // end drops what is held: a call whose stream broke off was never judged.
 func (c *chatStream) end() {}
 
-// responsesStream follows Responses events. A function_call output item's
-// events (output_item.added, function_call_arguments.delta/.done,
-// output_item.done) are held until its output_item.done, which carries the
-// whole call; a blocked call is replaced by a message item with the same
-// output_index. The final response.completed is rewritten to agree.
+// responsesStream follows Responses events. From a function_call output
+// item's output_item.added, every event is queued (in order, so the
+// client's snapshot keeps output_index equal to position) until the
+// output_item.done of every open call, which carries the whole call; then
+// the queue goes out with each blocked call's events replaced by those of
+// a message item at the same output_index. The final response.completed is
+// rewritten to agree.
 type responsesStream struct {
 	s       *streamer
-	holding map[int]*respCall
+	queue   []queued
+	open    map[int]*respCall // by output_index, calls not yet done
+	blocked map[int]*respCall // by output_index, judged and blocked
 	decided map[string]Decision // by call_id
 }
 
+type queued struct {
+	outIdx int // -1: not part of a call
+	raw    []byte
+	seq    json.RawMessage
+}
+
 type respCall struct {
-	events [][]byte
-	seq    []json.RawMessage
+	callID, text string
+	seqs         []json.RawMessage
 }
 
 type respEvent struct {
@@ -446,8 +456,8 @@ var functionCallType = []byte(`"function_call"`)
 
 func (r *responsesStream) event(e event) error {
 	s := r.s
-	relevant := bytes.Contains(e.data, functionCallType) || len(r.holding) > 0 ||
-		(len(r.decided) > 0 && (e.name == "response.completed" || e.name == "response.incomplete" || e.name == "response.failed"))
+	final := e.name == "response.completed" || e.name == "response.incomplete" || e.name == "response.failed"
+	relevant := bytes.Contains(e.data, functionCallType) || len(r.queue) > 0 || (len(r.decided) > 0 && final)
 	if !relevant || len(e.data) == 0 {
 		s.write(e.raw)
 		s.flush()
@@ -457,34 +467,24 @@ func (r *responsesStream) event(e event) error {
 	if err := json.Unmarshal(e.data, &ev); err != nil {
 		return err
 	}
+	outIdx := -1
+	if ev.OutputIndex != nil {
+		outIdx = *ev.OutputIndex
+	}
 	switch {
-	case ev.Type == "response.output_item.added" && ev.Item != nil && ev.Item.Type == "function_call" && ev.OutputIndex != nil:
-		if r.holding == nil {
-			r.holding = map[int]*respCall{}
+	case ev.Type == "response.output_item.added" && ev.Item != nil && ev.Item.Type == "function_call" && outIdx >= 0:
+		if r.open == nil {
+			r.open, r.blocked = map[int]*respCall{}, map[int]*respCall{}
 		}
-		r.holding[*ev.OutputIndex] = &respCall{events: [][]byte{clone(e.raw)}, seq: []json.RawMessage{clone(ev.SequenceNumber)}}
+		r.open[outIdx] = &respCall{callID: ev.Item.CallID}
+		r.queue = append(r.queue, queued{outIdx, clone(e.raw), clone(ev.SequenceNumber)})
 		return s.hold(len(e.raw))
-	case ev.OutputIndex != nil && r.holding[*ev.OutputIndex] != nil:
-		rc := r.holding[*ev.OutputIndex]
-		rc.events = append(rc.events, clone(e.raw))
-		rc.seq = append(rc.seq, clone(ev.SequenceNumber))
-		if ev.Type != "response.output_item.done" || ev.Item == nil {
-			return s.hold(len(e.raw))
+	case final:
+		if len(r.queue) > 0 {
+			// Calls never completed: they are dropped with the queue's
+			// events that belong to them.
+			r.release(true)
 		}
-		delete(r.holding, *ev.OutputIndex)
-		s.held = 0
-		d := s.p.evaluate(s.ctx, s.provider, s.info, ev.Item.CallID, ev.Item.Name, []byte(ev.Item.Arguments))
-		r.decided[ev.Item.CallID] = d
-		if d.Action != Block {
-			for _, b := range rc.events {
-				s.write(b)
-			}
-		} else {
-			r.writeReplacement(*ev.OutputIndex, ev.Item.CallID, blockedText(ev.Item.Name, d), rc.seq)
-		}
-		s.flush()
-		return nil
-	case ev.Type == "response.completed" || ev.Type == "response.incomplete" || ev.Type == "response.failed":
 		var whole obj
 		if err := json.Unmarshal(e.data, &whole); err != nil {
 			return err
@@ -504,10 +504,69 @@ func (r *responsesStream) event(e event) error {
 			s.flush()
 			return nil
 		}
+		s.write(e.raw)
+		s.flush()
+		return nil
 	}
-	s.write(e.raw)
-	s.flush()
+	if len(r.queue) == 0 {
+		s.write(e.raw)
+		s.flush()
+		return nil
+	}
+	if _, isCall := r.open[outIdx]; !isCall {
+		outIdx = -1
+	}
+	r.queue = append(r.queue, queued{outIdx, clone(e.raw), clone(ev.SequenceNumber)})
+	if err := s.hold(len(e.raw)); err != nil {
+		return err
+	}
+	if outIdx < 0 || ev.Type != "response.output_item.done" || ev.Item == nil {
+		return nil
+	}
+	rc := r.open[outIdx]
+	delete(r.open, outIdx)
+	d := s.p.evaluate(s.ctx, s.provider, s.info, ev.Item.CallID, ev.Item.Name, []byte(ev.Item.Arguments))
+	r.decided[ev.Item.CallID] = d
+	if d.Action == Block {
+		rc.callID, rc.text = ev.Item.CallID, blockedText(ev.Item.Name, d)
+		r.blocked[outIdx] = rc
+	}
+	if len(r.open) == 0 {
+		r.release(false)
+	}
 	return nil
+}
+
+// release writes the queue: events of allowed calls and of everything else
+// as they came, a blocked call's as a message item. With dropOpen, the
+// events of calls still open are dropped.
+func (r *responsesStream) release(dropOpen bool) {
+	s := r.s
+	for _, q := range r.queue {
+		if rc := r.blocked[q.outIdx]; q.outIdx >= 0 && rc != nil {
+			rc.seqs = append(rc.seqs, q.seq)
+		}
+	}
+	written := map[int]bool{}
+	for _, q := range r.queue {
+		if q.outIdx >= 0 {
+			if _, open := r.open[q.outIdx]; open && dropOpen {
+				continue
+			}
+			if rc := r.blocked[q.outIdx]; rc != nil {
+				// The message item takes the call's place.
+				if !written[q.outIdx] {
+					written[q.outIdx] = true
+					r.writeReplacement(q.outIdx, rc.callID, rc.text, rc.seqs)
+				}
+				continue
+			}
+		}
+		s.write(q.raw)
+	}
+	r.queue, r.open, r.blocked = r.queue[:0], map[int]*respCall{}, map[int]*respCall{}
+	s.held = 0
+	s.flush()
 }
 
 // writeReplacement emits the events of a message item holding text, at
