@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 )
 
 // streamer relays one SSE response. Events that are not part of a tool
@@ -576,19 +575,18 @@ func (r *responsesStream) writeReplacement(outIdx int, callID, text string, seqs
 	s := r.s
 	n := 0
 	seq := func() json.RawMessage {
-		if n < len(seqs) && len(seqs[n]) > 0 {
-			n++
-			return seqs[n-1]
-		}
+		// More events go out than came in only when the call had no
+		// argument deltas; the last number is then repeated.
+		i := min(n, len(seqs)-1)
 		n++
-		return json.RawMessage(strconv.Itoa(n))
+		return seqs[i]
 	}
 	itemID := "msg_toolgate_" + callID
 	part := map[string]any{"type": "output_text", "text": "", "annotations": []any{}}
 	emit := func(typ string, fields map[string]any) {
 		fields["type"] = typ
-		if sq := seq(); len(seqs) > 0 {
-			fields["sequence_number"] = sq
+		if len(seqs) > 0 && len(seqs[0]) > 0 {
+			fields["sequence_number"] = seq()
 		}
 		s.write(formatEvent(typ, mustJSON(fields)))
 	}
