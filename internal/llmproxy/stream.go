@@ -422,8 +422,8 @@ func (c *chatStream) end() {}
 type responsesStream struct {
 	s       *streamer
 	queue   []queued
-	open    map[int]*respCall // by output_index, calls not yet done
-	blocked map[int]*respCall // by output_index, judged and blocked
+	open    map[int]*respCall   // by output_index, calls not yet done
+	blocked map[int]*respCall   // by output_index, judged and blocked
 	decided map[string]Decision // by call_id
 }
 
