@@ -77,7 +77,11 @@ func runLLMProxy(ctx context.Context, c *common, listen string, insecure bool, s
 }
 
 func llmProxyHandler(g *gateway.Gateway, log *slog.Logger) (http.Handler, error) {
-	return llmproxy.New(llmproxy.Options{Config: g.LLMProxyConfig(), Evaluator: g, Inspector: g.LLMInspector(), Logger: log})
+	insp, err := g.LLMInspector()
+	if err != nil {
+		return nil, err
+	}
+	return llmproxy.New(llmproxy.Options{Config: g.LLMProxyConfig(), Evaluator: g, Inspector: insp, Logger: log})
 }
 
 // serveLLMProxy serves the proxy on ln until ctx ends.

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/llmproxy"
+	"github.com/toolgate/toolgate/internal/poison"
 )
 
 // llmOwner is a (server, tool) a name in an LLM response may refer to.
@@ -121,6 +125,137 @@ func (g *Gateway) llmRecord(ctx context.Context, c llmproxy.Call, o llmOwner, re
 // LLMProxyConfig is the config's llm_proxy object, or nil.
 func (g *Gateway) LLMProxyConfig() *config.LLMProxy { return g.cfg.LLMProxy }
 
-// LLMInspector scans what agents send their models through the LLM proxy,
-// or returns nil when the config asks for no scanning.
-func (g *Gateway) LLMInspector() llmproxy.Inspector { return nil }
+// LLMInspector scans what agents send their models through the LLM proxy:
+// tool results with the output-poisoning detector and declared tools with
+// the definition detector, each tuned by the detector object of
+// filters.output_poisoning / filters.tool_poisoning. It returns nil when
+// llm_proxy turns both scans off.
+func (g *Gateway) LLMInspector() (llmproxy.Inspector, error) {
+	p := g.cfg.LLMProxy
+	if p == nil {
+		p = &config.LLMProxy{ScanToolResults: config.ScanAlert, ScanToolDefinitions: config.ScanAlert}
+	}
+	if p.ScanToolResults == config.ScanOff && p.ScanToolDefinitions == config.ScanOff {
+		return nil, nil
+	}
+	i := &llmInspector{g: g, results: p.ScanToolResults, defs: p.ScanToolDefinitions, seen: map[[32]byte]string{}}
+	var err error
+	if i.out, err = detectorFor(g.cfg, "output_poisoning"); err != nil {
+		return nil, err
+	}
+	if i.def, err = detectorFor(g.cfg, "tool_poisoning"); err != nil {
+		return nil, err
+	}
+	return i, nil
+}
+
+// detectorFor builds the detector a filter's "detector" object tunes (the
+// filter itself decoded it strictly at startup).
+func detectorFor(cfg *config.Config, key string) (*poison.Detector, error) {
+	var c poison.Config
+	if raw := cfg.Filters.Extensions[key]; len(raw) > 0 && string(raw) != "false" {
+		var f struct {
+			Detector json.RawMessage `json:"detector"`
+		}
+		if err := json.Unmarshal(raw, &f); err == nil && len(f.Detector) > 0 {
+			var err error
+			if c, err = poison.ParseConfig(f.Detector); err != nil {
+				return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("filters.%s.detector: %v", key, err)}
+			}
+		}
+	}
+	return poison.NewDetector(c)
+}
+
+// maxSeen bounds the inspector's memory of what it already scanned.
+const maxSeen = 8192
+
+type llmInspector struct {
+	g             *Gateway
+	out, def      *poison.Detector
+	results, defs string
+
+	mu sync.Mutex
+	// seen holds the verdict ("" clean, else the refusal or "alert") of
+	// each result and definition already scanned: an agent resends the
+	// whole conversation and its tools every turn.
+	seen map[[32]byte]string
+}
+
+func (i *llmInspector) remember(key [32]byte, scan func() string) string {
+	i.mu.Lock()
+	v, ok := i.seen[key]
+	i.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = scan()
+	i.mu.Lock()
+	if len(i.seen) >= maxSeen {
+		clear(i.seen)
+	}
+	i.seen[key] = v
+	i.mu.Unlock()
+	return v
+}
+
+// InspectRequest scans results and definitions; it records a detection for
+// each new finding and returns a refusal when a scan in block mode found one.
+func (i *llmInspector) InspectRequest(ctx context.Context, provider, session string, results []llmproxy.ToolResult, defs map[string]*mcp.Tool) string {
+	refusal := ""
+	if i.results != config.ScanOff {
+		for _, r := range results {
+			if r.Text == "" {
+				continue
+			}
+			key := sha256.Sum256([]byte("result\x00" + r.CallID + "\x00" + r.Text))
+			v := i.remember(key, func() string {
+				verdict := i.out.ScanOutput(r.Text)
+				if !verdict.Malicious {
+					return ""
+				}
+				i.g.emit(ctx, extension.Event{Type: audit.OutputInspection, Session: session, Action: i.results, Reason: verdict.Findings[0].Category,
+					Fields: map[string]any{"phase": "llm_request", "provider": provider, "call_id": r.CallID, "severity": verdict.Severity, "detections": verdict.Findings}})
+				if i.results != config.ScanBlock {
+					return "alert"
+				}
+				return fmt.Sprintf("the tool result for call %s contains text aimed at the model rather than data (%s, %s severity), so the request was not sent; remove that result from the conversation", r.CallID, verdict.Findings[0].Category, verdict.Severity)
+			})
+			if v != "" && v != "alert" && refusal == "" {
+				refusal = v
+			}
+		}
+	}
+	if i.defs != config.ScanOff {
+		names := make([]string, 0, len(defs))
+		for n := range defs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			d := defs[n]
+			hash := catalog.DefinitionHash(d)
+			key := sha256.Sum256([]byte("definition\x00" + hash))
+			v := i.remember(key, func() string {
+				verdict := i.def.ScanDefinition(d.Name, d.Description, d.InputSchema)
+				if !verdict.Malicious {
+					return ""
+				}
+				server := ""
+				if o := i.g.llmOwners(n); len(o) == 1 {
+					server = o[0].server
+				}
+				i.g.emit(ctx, extension.Event{Type: audit.Detection, Session: session, Server: server, Tool: n, Action: i.defs, Reason: "tool_poisoning",
+					Fields: map[string]any{"detection_type": "tool_poisoning", "phase": "llm_request", "provider": provider, "severity": verdict.Severity, "findings": verdict.Findings, "tool_hash": hash}})
+				if i.defs != config.ScanBlock {
+					return "alert"
+				}
+				return fmt.Sprintf("the definition of tool %q in the request carries hidden instructions (%s, %s severity), so the request was not sent; remove or fix that tool", n, verdict.Findings[0].Category, verdict.Severity)
+			})
+			if v != "" && v != "alert" && refusal == "" {
+				refusal = v
+			}
+		}
+	}
+	return refusal
+}

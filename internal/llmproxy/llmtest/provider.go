@@ -47,6 +47,13 @@ type Seen struct {
 	Body   []byte
 }
 
+// Count is how many requests the provider received.
+func (p *Provider) Count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.Requests)
+}
+
 // Last returns the last request received.
 func (p *Provider) Last() Seen {
 	p.mu.Lock()
