@@ -76,7 +76,10 @@ func (g *Gateway) EvaluateLLMCall(ctx context.Context, c llmproxy.Call) llmproxy
 		}
 		return llmproxy.Decision{Action: llmproxy.Skip}
 	}
-	for _, o := range owners {
+	// A name several servers offer is refused if any of them refuses it;
+	// allows are recorded once every owner has allowed.
+	reqs := make([]*extension.CallRequest, len(owners))
+	for n, o := range owners {
 		def := o.def
 		if c.Def != nil {
 			d := *c.Def
@@ -91,6 +94,7 @@ func (g *Gateway) EvaluateLLMCall(ctx context.Context, c llmproxy.Call) llmproxy
 			args = map[string]any{}
 		}
 		req := &extension.CallRequest{ToolName: catalog.Qualify(o.server, o.tool), ServerName: o.server, Tool: o.tool, Arguments: args, Session: c.Session, Def: def}
+		reqs[n] = req
 		if err := g.pipe.Call(ctx, req); err != nil {
 			d := llmproxy.Decision{Action: llmproxy.Block, Rule: "filter", Reason: "refused by a policy check"}
 			if den, ok := extension.AsDenial(err); ok {
@@ -99,7 +103,9 @@ func (g *Gateway) EvaluateLLMCall(ctx context.Context, c llmproxy.Call) llmproxy
 			g.llmRecord(ctx, c, o, req, d)
 			return d
 		}
-		g.llmRecord(ctx, c, o, req, llmproxy.Decision{Action: llmproxy.Allow})
+	}
+	for n, o := range owners {
+		g.llmRecord(ctx, c, o, reqs[n], llmproxy.Decision{Action: llmproxy.Allow})
 	}
 	return llmproxy.Decision{Action: llmproxy.Allow}
 }

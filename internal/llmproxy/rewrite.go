@@ -45,11 +45,29 @@ func (p *Proxy) rewriteMessages(ctx context.Context, provider string, info *requ
 	if err := json.Unmarshal(body, &msg); err != nil {
 		return nil, err
 	}
-	var content []obj
-	if err := json.Unmarshal(msg["content"], &content); err != nil && len(msg["content"]) > 0 {
-		return nil, fmt.Errorf("content: %v", err)
+	if len(msg["content"]) > 0 {
+		var content []obj
+		if err := json.Unmarshal(msg["content"], &content); err != nil {
+			return nil, fmt.Errorf("content: %v", err)
+		}
 	}
-	uses, blocked := 0, 0
+	uses, blocked, changed := p.judgeContent(ctx, provider, info, msg)
+	if !changed {
+		return body, nil
+	}
+	if blocked == uses && str(msg, "stop_reason") == "tool_use" {
+		msg["stop_reason"] = mustJSON("end_turn")
+	}
+	return json.Marshal(msg)
+}
+
+// judgeContent judges the tool_use blocks of a message's content and turns
+// the blocked ones into text blocks in place.
+func (p *Proxy) judgeContent(ctx context.Context, provider string, info *requestInfo, msg obj) (uses, blocked int, changed bool) {
+	var content []obj
+	if json.Unmarshal(msg["content"], &content) != nil {
+		return 0, 0, false
+	}
 	for i, b := range content {
 		if str(b, "type") != "tool_use" {
 			continue
@@ -61,14 +79,10 @@ func (p *Proxy) rewriteMessages(ctx context.Context, provider string, info *requ
 			content[i] = obj{"type": mustJSON("text"), "text": mustJSON(blockedText(str(b, "name"), d))}
 		}
 	}
-	if blocked == 0 {
-		return body, nil
+	if blocked > 0 {
+		msg["content"] = mustJSON(content)
 	}
-	msg["content"] = mustJSON(content)
-	if blocked == uses && str(msg, "stop_reason") == "tool_use" {
-		msg["stop_reason"] = mustJSON("end_turn")
-	}
-	return json.Marshal(msg)
+	return uses, blocked, blocked > 0
 }
 
 // rewriteChat: blocked calls leave tool_calls and their lines are added to

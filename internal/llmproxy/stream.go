@@ -100,49 +100,75 @@ type anthropicStream struct {
 	uses, hits int
 }
 
-type anthropicEvent struct {
-	Type         string `json:"type"`
-	Index        int    `json:"index"`
-	ContentBlock *struct {
-		Type string `json:"type"`
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	} `json:"content_block"`
-	Delta *struct {
-		Type        string `json:"type"`
-		PartialJSON string `json:"partial_json"`
-	} `json:"delta"`
-}
+// Every decision reads JSON by exact key (obj), the way the SDKs'
+// JSON.parse does: encoding/json's struct decoding matches keys ignoring
+// case, so {"name":"send_email","Name":"x"} would read as "x" here and as
+// send_email in the agent.
+
+var (
+	toolUse           = []byte("tool_use")
+	messageDelta      = []byte("message_delta")
+	unicodeEscape     = []byte(`\u`)
+)
 
 func (a *anthropicStream) event(e event) error {
 	s := a.s
-	switch {
-	case e.name == "content_block_start" || (a.holding && (e.name == "content_block_delta" || e.name == "content_block_stop")):
-		var ev anthropicEvent
+	// Only events that may start a block, belong to a held one or end
+	// the message are decoded; an escaped key (\u) could hide any of them
+	// from the byte checks, so such events are decoded too.
+	if !a.holding && !bytes.Contains(e.data, toolUse) && !(a.hits > 0 && bytes.Contains(e.data, messageDelta)) && !bytes.Contains(e.data, unicodeEscape) {
+		s.write(e.raw)
+		s.flush()
+		return nil
+	}
+	var ev obj
+	if len(e.data) > 0 {
 		if err := json.Unmarshal(e.data, &ev); err != nil {
 			return err
 		}
-		if e.name == "content_block_start" {
-			if ev.ContentBlock == nil || ev.ContentBlock.Type != "tool_use" {
-				break
+	}
+	typ := str(ev, "type")
+	var idx int
+	_ = json.Unmarshal(ev["index"], &idx)
+	switch {
+	case typ == "message_start":
+		// The message's content becomes the client's snapshot: a tool_use
+		// in it is judged like one in a buffered response.
+		var m obj
+		if json.Unmarshal(ev["message"], &m) == nil {
+			uses, hits, changed := s.p.judgeContent(s.ctx, s.provider, s.info, m)
+			a.uses, a.hits = a.uses+uses, a.hits+hits
+			if changed {
+				ev["message"] = mustJSON(m)
+				s.write(formatEvent(e.name, mustJSON(ev)))
+				s.flush()
+				return nil
 			}
-			a.holding, a.index, a.id, a.name = true, ev.Index, ev.ContentBlock.ID, ev.ContentBlock.Name
-			a.args.Reset()
-			a.events = append(a.events[:0], clone(e.raw))
-			a.uses++
-			return s.hold(len(e.raw))
 		}
-		if ev.Index != a.index {
+	case typ == "content_block_start":
+		var cb obj
+		_ = json.Unmarshal(ev["content_block"], &cb)
+		if str(cb, "type") != "tool_use" {
 			break
 		}
-		if e.name == "content_block_delta" {
-			if ev.Delta != nil && ev.Delta.Type == "input_json_delta" {
-				a.args.WriteString(ev.Delta.PartialJSON)
-			}
-			a.events = append(a.events, clone(e.raw))
-			return s.hold(len(e.raw) + a.args.Len())
+		if a.holding {
+			return errors.New("a tool_use block started inside another")
 		}
-		// content_block_stop: the call is complete.
+		a.holding, a.index, a.id, a.name = true, idx, str(cb, "id"), str(cb, "name")
+		a.args.Reset()
+		a.events = append(a.events[:0], clone(e.raw))
+		a.uses++
+		return s.hold(len(e.raw))
+	case a.holding && typ == "content_block_delta" && idx == a.index:
+		var delta obj
+		_ = json.Unmarshal(ev["delta"], &delta)
+		if str(delta, "type") == "input_json_delta" {
+			a.args.WriteString(str(delta, "partial_json"))
+		}
+		a.events = append(a.events, clone(e.raw))
+		return s.hold(len(e.raw) + a.args.Len())
+	case a.holding && typ == "content_block_stop" && idx == a.index:
+		// The call is complete.
 		a.holding = false
 		s.held = 0
 		args := a.args.Bytes()
@@ -157,7 +183,6 @@ func (a *anthropicStream) event(e event) error {
 			s.write(e.raw)
 		} else {
 			a.hits++
-			idx := a.index
 			s.write(formatEvent("content_block_start", mustJSON(map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "text", "text": ""}})))
 			s.write(formatEvent("content_block_delta", mustJSON(map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "text_delta", "text": blockedText(a.name, d)}})))
 			s.write(formatEvent("content_block_stop", mustJSON(map[string]any{"type": "content_block_stop", "index": idx})))
@@ -165,12 +190,8 @@ func (a *anthropicStream) event(e event) error {
 		a.events = a.events[:0]
 		s.flush()
 		return nil
-	case e.name == "message_delta" && a.hits > 0 && a.hits == a.uses:
+	case typ == "message_delta" && !a.holding && a.hits > 0 && a.hits == a.uses:
 		// Every tool call was blocked: the turn ends here.
-		var ev obj
-		if err := json.Unmarshal(e.data, &ev); err != nil {
-			return err
-		}
 		var delta obj
 		if json.Unmarshal(ev["delta"], &delta) == nil && str(delta, "stop_reason") == "tool_use" {
 			delta["stop_reason"] = mustJSON("end_turn")
@@ -181,8 +202,7 @@ func (a *anthropicStream) event(e event) error {
 		}
 	}
 	if a.holding {
-		// An event inside a held block that is none of its own (ping):
-		// keep the order.
+		// Any other event inside a held block (ping) keeps its place.
 		a.events = append(a.events, clone(e.raw))
 		return s.hold(len(e.raw))
 	}
@@ -222,15 +242,6 @@ type chatCall struct {
 	args     bytes.Buffer
 }
 
-type chatToolDelta struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
-	Function *struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
 var (
 	toolCallsKey = []byte(`"tool_calls"`)
 	doneData     = []byte("[DONE]")
@@ -238,7 +249,7 @@ var (
 
 func (c *chatStream) event(e event) error {
 	s := c.s
-	if len(c.pending) == 0 && !bytes.Contains(e.data, toolCallsKey) || bytes.Equal(e.data, doneData) || len(e.data) == 0 {
+	if len(c.pending) == 0 && !bytes.Contains(e.data, toolCallsKey) && !bytes.Contains(e.data, unicodeEscape) || bytes.Equal(e.data, doneData) || len(e.data) == 0 {
 		if bytes.Equal(e.data, doneData) {
 			c.releaseAll()
 		}
@@ -257,12 +268,12 @@ func (c *chatStream) event(e event) error {
 	for _, ch := range choices {
 		var idx int
 		_ = json.Unmarshal(ch["index"], &idx)
-		var delta struct {
-			ToolCalls []chatToolDelta `json:"tool_calls"`
-		}
+		var delta obj
 		_ = json.Unmarshal(ch["delta"], &delta)
+		var tcs []obj
+		_ = json.Unmarshal(delta["tool_calls"], &tcs)
 		pc := c.pending[idx]
-		if pc == nil && len(delta.ToolCalls) == 0 {
+		if pc == nil && len(tcs) == 0 {
 			pass = append(pass, ch)
 			continue
 		}
@@ -270,22 +281,24 @@ func (c *chatStream) event(e event) error {
 			pc = &chatChoice{byIdx: map[int]*chatCall{}}
 			c.pending[idx] = pc
 		}
-		for _, td := range delta.ToolCalls {
-			call := pc.byIdx[td.Index]
+		for _, td := range tcs {
+			var n int
+			_ = json.Unmarshal(td["index"], &n)
+			call := pc.byIdx[n]
 			if call == nil {
-				call = &chatCall{index: td.Index}
-				pc.byIdx[td.Index] = call
+				call = &chatCall{index: n}
+				pc.byIdx[n] = call
 				pc.calls = append(pc.calls, call)
 			}
-			if td.ID != "" {
-				call.id = td.ID
+			if id := str(td, "id"); id != "" {
+				call.id = id
 			}
-			if td.Function != nil {
-				if td.Function.Name != "" {
-					call.name = td.Function.Name
-				}
-				call.args.WriteString(td.Function.Arguments)
+			var fn obj
+			_ = json.Unmarshal(td["function"], &fn)
+			if name := str(fn, "name"); name != "" {
+				call.name = name
 			}
+			call.args.WriteString(str(fn, "arguments"))
 		}
 		var hc heldChunk
 		if len(choices) == 1 {
@@ -438,45 +451,39 @@ type respCall struct {
 	seqs         []json.RawMessage
 }
 
-type respEvent struct {
-	Type           string          `json:"type"`
-	OutputIndex    *int            `json:"output_index"`
-	SequenceNumber json.RawMessage `json:"sequence_number"`
-	Item           *struct {
-		Type      string `json:"type"`
-		ID        string `json:"id"`
-		CallID    string `json:"call_id"`
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"item"`
-}
-
 var functionCallType = []byte(`"function_call"`)
 
 func (r *responsesStream) event(e event) error {
 	s := r.s
 	final := e.name == "response.completed" || e.name == "response.incomplete" || e.name == "response.failed"
-	relevant := bytes.Contains(e.data, functionCallType) || len(r.queue) > 0 || (len(r.decided) > 0 && final)
+	relevant := bytes.Contains(e.data, functionCallType) || bytes.Contains(e.data, unicodeEscape) || len(r.queue) > 0 || (len(r.decided) > 0 && final)
 	if !relevant || len(e.data) == 0 {
 		s.write(e.raw)
 		s.flush()
 		return nil
 	}
-	var ev respEvent
+	var ev obj
 	if err := json.Unmarshal(e.data, &ev); err != nil {
 		return err
 	}
+	typ := str(ev, "type")
+	final = final || typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
 	outIdx := -1
-	if ev.OutputIndex != nil {
-		outIdx = *ev.OutputIndex
-	}
-	switch {
-	case ev.Type == "response.output_item.added" && ev.Item != nil && ev.Item.Type == "function_call" && outIdx >= 0:
-		if r.open == nil {
-			r.open, r.blocked = map[int]*respCall{}, map[int]*respCall{}
+	if raw, ok := ev["output_index"]; ok {
+		if json.Unmarshal(raw, &outIdx) != nil || outIdx < 0 {
+			outIdx = -1
 		}
-		r.open[outIdx] = &respCall{callID: ev.Item.CallID}
-		r.queue = append(r.queue, queued{outIdx, clone(e.raw), clone(ev.SequenceNumber)})
+	}
+	var item obj
+	_ = json.Unmarshal(ev["item"], &item)
+	seqNo := clone(ev["sequence_number"])
+	switch {
+	case typ == "response.output_item.added" && str(item, "type") == "function_call" && outIdx >= 0:
+		if _, dup := r.open[outIdx]; dup {
+			return errors.New("two function calls at one output_index")
+		}
+		r.open[outIdx] = &respCall{callID: str(item, "call_id")}
+		r.queue = append(r.queue, queued{outIdx, clone(e.raw), seqNo})
 		return s.hold(len(e.raw))
 	case final:
 		if len(r.queue) > 0 {
@@ -515,19 +522,22 @@ func (r *responsesStream) event(e event) error {
 	if _, isCall := r.open[outIdx]; !isCall {
 		outIdx = -1
 	}
-	r.queue = append(r.queue, queued{outIdx, clone(e.raw), clone(ev.SequenceNumber)})
+	r.queue = append(r.queue, queued{outIdx, clone(e.raw), seqNo})
 	if err := s.hold(len(e.raw)); err != nil {
 		return err
 	}
-	if outIdx < 0 || ev.Type != "response.output_item.done" || ev.Item == nil {
+	if outIdx < 0 || typ != "response.output_item.done" || item == nil {
 		return nil
 	}
 	rc := r.open[outIdx]
 	delete(r.open, outIdx)
-	d := s.p.evaluate(s.ctx, s.provider, s.info, ev.Item.CallID, ev.Item.Name, []byte(ev.Item.Arguments))
-	r.decided[ev.Item.CallID] = d
+	// The done item is what the client keeps: judge it, whatever its type
+	// claims now, by the name it carries.
+	callID, name := str(item, "call_id"), str(item, "name")
+	d := s.p.evaluate(s.ctx, s.provider, s.info, callID, name, item["arguments"])
+	r.decided[callID] = d
 	if d.Action == Block {
-		rc.callID, rc.text = ev.Item.CallID, blockedText(ev.Item.Name, d)
+		rc.callID, rc.text = callID, blockedText(name, d)
 		r.blocked[outIdx] = rc
 	}
 	if len(r.open) == 0 {

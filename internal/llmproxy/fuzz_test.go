@@ -1,0 +1,141 @@
+package llmproxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/config"
+)
+
+func blockSendEmail() *Proxy {
+	p, _ := New(Options{Config: &config.LLMProxy{}, Evaluator: EvaluatorFunc(func(_ context.Context, c Call) Decision {
+		if c.Name == "send_email" {
+			return Decision{Action: Block, Rule: "r", Reason: "no"}
+		}
+		return Decision{Action: Allow}
+	})})
+	return p
+}
+
+func seedFixtures(f *testing.F, ext string) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*"+ext))
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		api := strings.SplitN(filepath.Base(file), "_", 2)[0]
+		f.Add(api, string(b))
+	}
+}
+
+// anthropicToolStarts returns the names of the tool_use blocks an
+// Anthropic client would see start in an SSE body.
+func anthropicToolStarts(body string) []string {
+	r := newSSEReader(strings.NewReader(body), 1<<30)
+	var names []string
+	for {
+		e, err := r.next()
+		if err != nil {
+			return names
+		}
+		// Exact keys, last duplicate wins: how JSON.parse reads it.
+		var ev, cb obj
+		if json.Unmarshal(e.data, &ev) != nil {
+			continue
+		}
+		_ = json.Unmarshal(ev["content_block"], &cb)
+		if str(ev, "type") == "content_block_start" && str(cb, "type") == "tool_use" {
+			names = append(names, str(cb, "name"))
+		}
+		var m obj
+		_ = json.Unmarshal(ev["message"], &m)
+		var content []obj
+		_ = json.Unmarshal(m["content"], &content)
+		for _, b := range content {
+			if str(ev, "type") == "message_start" && str(b, "type") == "tool_use" {
+				names = append(names, str(b, "name"))
+			}
+		}
+	}
+}
+
+// FuzzStream: any stream is rewritten without panicking, and no
+// send_email tool_use block ever starts in what an Anthropic client gets.
+func FuzzStream(f *testing.F) {
+	seedFixtures(f, ".sse")
+	p := blockSendEmail()
+	f.Fuzz(func(t *testing.T, api, body string) {
+		kind := map[string]string{"anthropic": apiMessages, "chat": apiChat, "responses": apiResponses}[api]
+		if kind == "" {
+			kind = apiMessages
+		}
+		w := httptest.NewRecorder()
+		p.stream(context.Background(), w, strings.NewReader(body), "x", kind, &requestInfo{})
+		if kind == apiMessages {
+			for _, n := range anthropicToolStarts(w.Body.String()) {
+				if n == "send_email" {
+					t.Fatalf("a blocked tool_use reached the client:\n%s", w.Body.String())
+				}
+			}
+		}
+	})
+}
+
+// FuzzRewrite: any buffered body is rewritten or refused without
+// panicking, and an Anthropic message that parses has no send_email
+// tool_use left.
+func FuzzRewrite(f *testing.F) {
+	seedFixtures(f, ".json")
+	p := blockSendEmail()
+	f.Fuzz(func(t *testing.T, api, body string) {
+		kind := map[string]string{"anthropic": apiMessages, "chat": apiChat, "responses": apiResponses}[api]
+		if kind == "" {
+			kind = apiMessages
+		}
+		out, err := p.rewrite(context.Background(), "x", kind, &requestInfo{}, []byte(body))
+		if err != nil || kind != apiMessages {
+			return
+		}
+		var msg obj
+		if json.Unmarshal(out, &msg) != nil {
+			return
+		}
+		var content []obj
+		_ = json.Unmarshal(msg["content"], &content)
+		for _, b := range content {
+			if str(b, "type") == "tool_use" && str(b, "name") == "send_email" {
+				t.Fatalf("a blocked tool_use is left:\n%s", out)
+			}
+		}
+	})
+}
+
+// TestExactKeys: keys differing only in case, which encoding/json's struct
+// decoding would match but JSON.parse keeps apart, cannot disguise a
+// blocked call; nor can an escaped key.
+func TestExactKeys(t *testing.T) {
+	p := blockSendEmail()
+	cases := []struct{ api, body, leak string }{
+		{apiMessages, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"send_email\",\"Name\":\"get_weather\",\"input\":{}}}\n\n" +
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n", `"name":"send_email"`},
+		{apiMessages, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool\\u005fuse\",\"id\":\"t\",\"name\":\"send_email\",\"input\":{}}}\n\n" +
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n", `"name":"send_email"`},
+		{apiMessages, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"content\":[{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"send_email\",\"input\":{}}]}}\n\n", `"name":"send_email"`},
+		{apiChat, "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"send_email\",\"Name\":\"get_weather\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n" +
+			"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n", `send_email"`},
+		{apiChat, "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool\\u005fcalls\":[{\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"send_email\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n" +
+			"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n", `"name":"send_email"`},
+		{apiResponses, "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"send_email\",\"Name\":\"x\",\"arguments\":\"\"}}\n\n" +
+			"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"send_email\",\"Name\":\"x\",\"arguments\":\"{}\"}}\n\n", `"name":"send_email"`},
+	}
+	for i, c := range cases {
+		w := httptest.NewRecorder()
+		p.stream(context.Background(), w, strings.NewReader(c.body), "x", c.api, &requestInfo{})
+		if out := w.Body.String(); strings.Contains(out, c.leak) || !strings.Contains(out, "[toolgate] Tool 'send_email' blocked") {
+			t.Errorf("case %d: the call was not blocked:\n%s", i, out)
+		}
+	}
+}
