@@ -139,3 +139,40 @@ func TestExactKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesUnannouncedCall: a function_call that arrives only as an
+// output_item.done (replacing an item the client holds) is judged too.
+func TestResponsesUnannouncedCall(t *testing.T) {
+	p := blockSendEmail()
+	body := "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"message\",\"id\":\"m\",\"role\":\"assistant\",\"content\":[]}}\n\n" +
+		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"send_email\",\"arguments\":\"{}\"}}\n\n"
+	w := httptest.NewRecorder()
+	p.stream(context.Background(), w, strings.NewReader(body), "x", apiResponses, &requestInfo{})
+	if out := w.Body.String(); strings.Contains(out, `"name":"send_email"`) || !strings.Contains(out, "blocked") {
+		t.Errorf("an unannounced call was not judged:\n%s", out)
+	}
+	w = httptest.NewRecorder()
+	p.stream(context.Background(), w, strings.NewReader("event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"send_email\",\"arguments\":\"{}\"}}\n\n"), "x", apiResponses, &requestInfo{})
+	if out := w.Body.String(); strings.Contains(out, "send_email") {
+		t.Errorf("a call without output_index passed:\n%s", out)
+	}
+}
+
+// TestChatLegacyFunctionCall: the deprecated function_call (one call per
+// message, before tool_calls) is judged, buffered and streamed.
+func TestChatLegacyFunctionCall(t *testing.T) {
+	p := blockSendEmail()
+	buf := `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"function_call":{"name":"send_email","arguments":"{\"to\":\"bob@x\"}"}},"finish_reason":"function_call"}]}`
+	out, err := p.rewrite(context.Background(), "x", apiChat, &requestInfo{}, []byte(buf))
+	if err != nil || strings.Contains(string(out), "function_call\":{") || !strings.Contains(string(out), `"finish_reason":"stop"`) || !strings.Contains(string(out), "blocked") {
+		t.Errorf("buffered function_call not blocked: %v\n%s", err, out)
+	}
+	stream := "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"function_call\":{\"name\":\"send_email\",\"arguments\":\"\"}},\"finish_reason\":null}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"function_call\":{\"arguments\":\"{\\\"to\\\":\\\"bob@x\\\"}\"}},\"finish_reason\":null}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"function_call\"}]}\n\ndata: [DONE]\n\n"
+	w := httptest.NewRecorder()
+	p.stream(context.Background(), w, strings.NewReader(stream), "x", apiChat, &requestInfo{})
+	if s := w.Body.String(); strings.Contains(s, "function_call\":{") || strings.Contains(s, "bob@x") || !strings.Contains(s, `"finish_reason":"stop"`) {
+		t.Errorf("streamed function_call not blocked:\n%s", s)
+	}
+}

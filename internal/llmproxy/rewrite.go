@@ -103,12 +103,24 @@ func (p *Proxy) rewriteChat(ctx context.Context, provider string, info *requestI
 		if json.Unmarshal(ch["message"], &m) != nil {
 			continue
 		}
+		var lines []string
+		// The deprecated single function_call.
+		var fc obj
+		if json.Unmarshal(m["function_call"], &fc) == nil && fc != nil {
+			if d := p.evaluate(ctx, provider, info, "", str(fc, "name"), fc["arguments"]); d.Action == Block {
+				lines = append(lines, blockedText(str(fc, "name"), d))
+				delete(m, "function_call")
+				if str(ch, "finish_reason") == "function_call" {
+					ch["finish_reason"] = mustJSON("stop")
+				}
+			}
+		}
 		var calls []obj
-		if json.Unmarshal(m["tool_calls"], &calls) != nil || len(calls) == 0 {
+		_ = json.Unmarshal(m["tool_calls"], &calls)
+		if len(calls) == 0 && len(lines) == 0 {
 			continue
 		}
 		var kept []obj
-		var lines []string
 		for _, c := range calls {
 			var fn obj
 			_ = json.Unmarshal(c["function"], &fn)
@@ -125,12 +137,14 @@ func (p *Proxy) rewriteChat(ctx context.Context, provider string, info *requestI
 		}
 		changed = true
 		m["content"] = mustJSON(joinText(str(m, "content"), lines))
-		if len(kept) == 0 {
+		switch {
+		case len(calls) == 0: // only a function_call
+		case len(kept) == 0:
 			delete(m, "tool_calls")
 			if str(ch, "finish_reason") == "tool_calls" {
 				ch["finish_reason"] = mustJSON("stop")
 			}
-		} else {
+		default:
 			m["tool_calls"] = mustJSON(kept)
 		}
 		ch["message"] = mustJSON(m)

@@ -243,13 +243,14 @@ type chatCall struct {
 }
 
 var (
-	toolCallsKey = []byte(`"tool_calls"`)
+	toolCallsKey    = []byte(`"tool_calls"`)
+	functionCallKey = []byte(`"function_call"`)
 	doneData     = []byte("[DONE]")
 )
 
 func (c *chatStream) event(e event) error {
 	s := c.s
-	if len(c.pending) == 0 && !bytes.Contains(e.data, toolCallsKey) && !bytes.Contains(e.data, unicodeEscape) || bytes.Equal(e.data, doneData) || len(e.data) == 0 {
+	if len(c.pending) == 0 && !bytes.Contains(e.data, toolCallsKey) && !bytes.Contains(e.data, functionCallKey) && !bytes.Contains(e.data, unicodeEscape) || bytes.Equal(e.data, doneData) || len(e.data) == 0 {
 		if bytes.Equal(e.data, doneData) {
 			c.releaseAll()
 		}
@@ -273,6 +274,10 @@ func (c *chatStream) event(e event) error {
 		var tcs []obj
 		_ = json.Unmarshal(delta["tool_calls"], &tcs)
 		pc := c.pending[idx]
+		// The deprecated function_call delta is one call, index -1.
+		if fc, ok := delta["function_call"]; ok && string(fc) != "null" {
+			tcs = append(tcs, obj{"index": json.RawMessage("-1"), "function": fc})
+		}
 		if pc == nil && len(tcs) == 0 {
 			pass = append(pass, ch)
 			continue
@@ -355,7 +360,8 @@ func (c *chatStream) release(idx int) {
 		return
 	}
 	s.held = 0
-	renum := map[int]int{}
+	renum := map[int]int{} // kept calls: old index → new (-1: function_call)
+	next := 0
 	var lines []string
 	for _, call := range pc.calls {
 		if call.name == "" {
@@ -366,7 +372,12 @@ func (c *chatStream) release(idx int) {
 			lines = append(lines, blockedText(call.name, d))
 			continue
 		}
-		renum[call.index] = len(renum)
+		if call.index < 0 {
+			renum[-1] = -1
+			continue
+		}
+		renum[call.index] = next
+		next++
 	}
 	for i, hc := range pc.chunks {
 		if len(lines) == 0 {
@@ -387,6 +398,9 @@ func (c *chatStream) release(idx int) {
 		var tcs []obj
 		_ = json.Unmarshal(delta["tool_calls"], &tcs)
 		last := i == len(pc.chunks)-1
+		if _, ok := renum[-1]; !ok {
+			delete(delta, "function_call")
+		}
 		if len(tcs) > 0 {
 			var kept []obj
 			for _, tc := range tcs {
@@ -407,7 +421,7 @@ func (c *chatStream) release(idx int) {
 			// The lines go out before the chunk that ends the choice.
 			msg := cloneObj(chunk)
 			msg["choices"] = mustJSON([]obj{{"index": mustJSON(idx), "delta": mustJSON(obj{"content": mustJSON(joinText("", lines))}), "finish_reason": json.RawMessage("null")}})
-			if fr := str(ch, "finish_reason"); fr == "tool_calls" && len(renum) == 0 {
+			if fr := str(ch, "finish_reason"); (fr == "tool_calls" || fr == "function_call") && len(renum) == 0 {
 				ch["finish_reason"] = mustJSON("stop")
 			}
 			s.write(formatEvent("", mustJSON(msg)))
@@ -477,8 +491,29 @@ func (r *responsesStream) event(e event) error {
 	var item obj
 	_ = json.Unmarshal(ev["item"], &item)
 	seqNo := clone(ev["sequence_number"])
+	isCall := str(item, "type") == "function_call"
 	switch {
-	case typ == "response.output_item.added" && str(item, "type") == "function_call" && outIdx >= 0:
+	case typ == "response.output_item.added" && isCall && outIdx < 0:
+		return errors.New("a function call without an output_index")
+	case typ == "response.output_item.done" && isCall && r.open[outIdx] == nil:
+		// A call never announced by output_item.added (the client's
+		// snapshot takes the done item as it is): judged on its own.
+		callID, name := str(item, "call_id"), str(item, "name")
+		d := s.p.evaluate(s.ctx, s.provider, s.info, callID, name, item["arguments"])
+		r.decided[callID] = d
+		raw := e.raw
+		if d.Action == Block {
+			ev["item"] = mustJSON(messageItem(callID, blockedText(name, d), "completed"))
+			raw = formatEvent(e.name, mustJSON(ev))
+		}
+		if len(r.queue) > 0 {
+			r.queue = append(r.queue, queued{-1, clone(raw), seqNo})
+			return s.hold(len(raw))
+		}
+		s.write(raw)
+		s.flush()
+		return nil
+	case typ == "response.output_item.added" && isCall:
 		if _, dup := r.open[outIdx]; dup {
 			return errors.New("two function calls at one output_index")
 		}
