@@ -106,9 +106,9 @@ type anthropicStream struct {
 // send_email in the agent.
 
 var (
-	toolUse           = []byte("tool_use")
-	messageDelta      = []byte("message_delta")
-	unicodeEscape     = []byte(`\u`)
+	toolUse       = []byte("tool_use")
+	messageDelta  = []byte("message_delta")
+	unicodeEscape = []byte(`\u`)
 )
 
 func (a *anthropicStream) event(e event) error {
@@ -245,7 +245,7 @@ type chatCall struct {
 var (
 	toolCallsKey    = []byte(`"tool_calls"`)
 	functionCallKey = []byte(`"function_call"`)
-	doneData     = []byte("[DONE]")
+	doneData        = []byte("[DONE]")
 )
 
 func (c *chatStream) event(e event) error {
