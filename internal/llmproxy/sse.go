@@ -71,7 +71,7 @@ func (s *sseReader) next() (event, error) {
 		}
 		switch string(field) {
 		case "event":
-			e.name = string(value)
+			e.name = eventName(value)
 		case "data":
 			switch {
 			case dataStart < 0:
@@ -122,4 +122,29 @@ func formatEvent(name string, data []byte) []byte {
 	b.Write(data)
 	b.WriteString("\n\n")
 	return b.Bytes()
+}
+
+// eventName returns the providers' event names without allocating.
+func eventName(b []byte) string {
+	switch string(b) {
+	case "content_block_delta":
+		return "content_block_delta"
+	case "content_block_start":
+		return "content_block_start"
+	case "content_block_stop":
+		return "content_block_stop"
+	case "message_start":
+		return "message_start"
+	case "message_delta":
+		return "message_delta"
+	case "message_stop":
+		return "message_stop"
+	case "ping":
+		return "ping"
+	case "response.output_text.delta":
+		return "response.output_text.delta"
+	case "response.function_call_arguments.delta":
+		return "response.function_call_arguments.delta"
+	}
+	return string(b)
 }

@@ -23,11 +23,12 @@ type streamer struct {
 	info     *requestInfo
 	werr     error
 	held     int // bytes held
+	in       *sseReader
 }
 
 func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, body io.Reader, provider, api string, info *requestInfo) {
-	s := &streamer{p: p, ctx: ctx, w: w, provider: provider, info: info}
 	r := newSSEReader(body, p.cfg.EventLimit())
+	s := &streamer{p: p, ctx: ctx, w: w, provider: provider, info: info, in: r}
 	var h interface {
 		event(e event) error
 		end()
@@ -47,6 +48,7 @@ func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, body io.Reade
 				p.log.Warn("stream from the provider ended with an error; held tool calls are dropped", "provider", provider, "error", err)
 			}
 			h.end()
+			s.flushNow()
 			return
 		}
 		if err := h.event(e); err != nil {
@@ -68,7 +70,16 @@ func (s *streamer) write(b []byte) {
 	_, s.werr = s.w.Write(b)
 }
 
+// flush sends what was written unless the next event has already
+// arrived: it goes out with that one, so nothing waits but a burst of
+// events costs one write instead of one each.
 func (s *streamer) flush() {
+	if s.in.r.Buffered() == 0 {
+		s.flushNow()
+	}
+}
+
+func (s *streamer) flushNow() {
 	if s.werr == nil {
 		flush(s.w)
 	}
