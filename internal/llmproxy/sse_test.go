@@ -2,10 +2,13 @@ package llmproxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func readAll(t testing.TB, in string, max int) ([]event, error) {
@@ -95,4 +98,40 @@ func FuzzSSEReader(f *testing.F) {
 			t.Fatalf("events before the error are not a prefix of the input")
 		}
 	})
+}
+
+// flushWriter reports each flush with what had been written by then.
+type flushWriter struct {
+	discardWriter
+	buf     bytes.Buffer
+	flushed chan string
+}
+
+func (f *flushWriter) Write(b []byte) (int, error) { return f.buf.Write(b) }
+func (f *flushWriter) Flush()                      { f.flushed <- f.buf.String() }
+
+// TestStreamFlushesBeforeWaiting: an event is sent before the proxy waits
+// for the provider, even when part of the next event has already arrived
+// (the flush is only skipped for a whole event already there).
+func TestStreamFlushesBeforeWaiting(t *testing.T) {
+	pr, pw := io.Pipe()
+	w := &flushWriter{discardWriter: discardWriter{h: http.Header{}}, flushed: make(chan string, 16)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		blockSendEmail().stream(context.Background(), w, pr, "anthropic", apiMessages, &requestInfo{})
+	}()
+	a := "event: ping\ndata: {\"type\":\"ping\"}\n\n"
+	b := "event: ping\ndata: {\"type\":\"ping\"}\n\n"
+	go pw.Write([]byte(a + b + b[:10])) // two whole events and part of a third
+	select {
+	case got := <-w.flushed:
+		if got != a+b {
+			t.Errorf("first flush sent %q, want both whole events", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the events that arrived were not flushed while the proxy waited for the rest")
+	}
+	pw.Close()
+	<-done
 }

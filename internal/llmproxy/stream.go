@@ -24,6 +24,7 @@ type streamer struct {
 	werr     error
 	held     int // bytes held
 	in       *sseReader
+	dirty    bool // written, not yet flushed
 }
 
 func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, body io.Reader, provider, api string, info *requestInfo) {
@@ -42,6 +43,9 @@ func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, body io.Reade
 		h = &responsesStream{s: s, decided: map[string]Decision{}, open: map[int]*respCall{}, blocked: map[int]*respCall{}}
 	}
 	for {
+		if s.dirty && !r.eventBuffered() {
+			s.flushNow()
+		}
 		e, err := r.next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
@@ -55,6 +59,7 @@ func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, body io.Reade
 			if ctx.Err() == nil && s.werr == nil {
 				p.log.Warn("stream rewriting stopped; held tool calls are dropped", "provider", provider, "error", err)
 			}
+			s.flushNow()
 			return
 		}
 		if s.werr != nil {
@@ -70,16 +75,28 @@ func (s *streamer) write(b []byte) {
 	_, s.werr = s.w.Write(b)
 }
 
-// flush sends what was written unless the next event has already
-// arrived: it goes out with that one, so nothing waits but a burst of
-// events costs one write instead of one each.
-func (s *streamer) flush() {
-	if s.in.r.Buffered() == 0 {
-		s.flushNow()
+// flush marks what was written to be sent: the stream loop sends it
+// before it would wait for the provider, so nothing waits, but a burst of
+// events that arrived together costs one write instead of one each.
+func (s *streamer) flush() { s.dirty = true }
+
+// eventBuffered reports whether a whole next event has already arrived.
+func (s *sseReader) eventBuffered() bool {
+	n := s.r.Buffered()
+	if n == 0 {
+		return false
 	}
+	b, _ := s.r.Peek(n)
+	return bytes.Contains(b, blankLine) || bytes.Contains(b, blankLineCRLF)
 }
 
+var (
+	blankLine     = []byte("\n\n")
+	blankLineCRLF = []byte("\r\n\r\n")
+)
+
 func (s *streamer) flushNow() {
+	s.dirty = false
 	if s.werr == nil {
 		flush(s.w)
 	}
