@@ -81,7 +81,13 @@ func llmProxyHandler(g *gateway.Gateway, log *slog.Logger) (http.Handler, error)
 	if err != nil {
 		return nil, err
 	}
-	return llmproxy.New(llmproxy.Options{Config: g.LLMProxyConfig(), Evaluator: g, Inspector: insp, Logger: log})
+	p, err := llmproxy.New(llmproxy.Options{Config: g.LLMProxyConfig(), Evaluator: g, Inspector: insp, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	// DNS rebinding: a web page must not reach the proxy on loopback
+	// under its own host name.
+	return gateway.LoopbackHostOnly(p), nil
 }
 
 // serveLLMProxy serves the proxy on ln until ctx ends.

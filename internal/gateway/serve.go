@@ -49,6 +49,10 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	return mux
 }
 
+// LoopbackHostOnly is loopbackHostOnly for the other listeners a gateway
+// serves (the LLM proxy).
+func LoopbackHostOnly(h http.Handler) http.Handler { return loopbackHostOnly(h) }
+
 // loopbackHostOnly refuses, on a loopback listener, a request whose Host is
 // not loopback (DNS rebinding), like /mcp and /status.
 func loopbackHostOnly(h http.Handler) http.Handler {

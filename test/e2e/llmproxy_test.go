@@ -174,6 +174,14 @@ func TestLLMProxySDKs(t *testing.T) {
 	if k := prov.Last().Header; k.Get("X-Api-Key") != "sk-ant-e2e-SECRET" && k.Get("Authorization") != "Bearer sk-e2e-SECRET" {
 		t.Errorf("API key not passed through: %v", k)
 	}
+	// A loopback proxy refuses a foreign Host (DNS rebinding).
+	req, _ := http.NewRequest("POST", p.URL+"/v1/messages", strings.NewReader(`{}`))
+	req.Host = "attacker.example"
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a request with a foreign Host: %v %v, want 403", err, resp)
+	} else {
+		resp.Body.Close()
+	}
 	audit, _ := os.ReadFile(filepath.Join(p.StateDir, "audit.jsonl"))
 	for _, where := range map[string]string{"audit log": string(audit), "log": p.Logs.String()} {
 		if strings.Contains(where, "SECRET") {
