@@ -71,7 +71,7 @@ func (g *Gateway) EvaluateLLMCall(ctx context.Context, c llmproxy.Call) llmproxy
 		if p := g.cfg.LLMProxy; p != nil && p.FailClosed {
 			d := llmproxy.Decision{Action: llmproxy.Block, Rule: "llm_proxy.fail_closed",
 				Reason: fmt.Sprintf("tool %q belongs to no MCP server toolgate knows, and unknown tools are refused (fail_closed)", c.Name)}
-			g.llmRecord(ctx, c, llmOwner{tool: c.Name}, nil, d)
+			_ = g.llmRecord(ctx, c, llmOwner{tool: c.Name}, nil, d)
 			return d
 		}
 		return llmproxy.Decision{Action: llmproxy.Skip}
@@ -100,17 +100,20 @@ func (g *Gateway) EvaluateLLMCall(ctx context.Context, c llmproxy.Call) llmproxy
 			if den, ok := extension.AsDenial(err); ok {
 				d.Rule, d.Reason = den.Rule, den.Reason
 			}
-			g.llmRecord(ctx, c, o, req, d)
+			_ = g.llmRecord(ctx, c, o, req, d)
 			return d
 		}
 	}
+	// As for call_tool, an allow that cannot be recorded does not stand.
 	for n, o := range owners {
-		g.llmRecord(ctx, c, o, reqs[n], llmproxy.Decision{Action: llmproxy.Allow})
+		if err := g.llmRecord(ctx, c, o, reqs[n], llmproxy.Decision{Action: llmproxy.Allow}); err != nil {
+			return llmproxy.Decision{Action: llmproxy.Block, Rule: "audit", Reason: "the decision could not be recorded in the audit log; tell the user to check the gateway's log"}
+		}
 	}
 	return llmproxy.Decision{Action: llmproxy.Allow}
 }
 
-func (g *Gateway) llmRecord(ctx context.Context, c llmproxy.Call, o llmOwner, req *extension.CallRequest, d llmproxy.Decision) {
+func (g *Gateway) llmRecord(ctx context.Context, c llmproxy.Call, o llmOwner, req *extension.CallRequest, d llmproxy.Decision) error {
 	fields := map[string]any{"phase": "llm_response", "provider": c.Provider, "llm_tool": c.Name}
 	if c.ID != "" {
 		fields["call_id"] = c.ID
@@ -125,7 +128,11 @@ func (g *Gateway) llmRecord(ctx context.Context, c llmproxy.Call, o llmOwner, re
 	if d.Reason != "" {
 		fields["message"] = d.Reason
 	}
-	g.emit(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: c.Session, Server: o.server, Tool: o.tool, Action: d.Action, Reason: d.Rule, Fields: fields})
+	err := g.record(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: c.Session, Server: o.server, Tool: o.tool, Action: d.Action, Reason: d.Rule, Fields: fields})
+	if err != nil {
+		g.log.Error("audit: event not recorded", "type", audit.ToolCallIntercepted, "error", err)
+	}
+	return err
 }
 
 // LLMProxyConfig is the config's llm_proxy object, or nil.
