@@ -52,7 +52,8 @@ type LLMProxy struct {
 	// the first user message does.
 	SessionHeader string `json:"session_header,omitempty"`
 	// ScanToolResults and ScanToolDefinitions are "off", "alert" (default:
-	// record a detection) or "block" (refuse the request with 400).
+	// record a detection) or "block" (a poisoned result is withheld from
+	// the model; a poisoned definition refuses the request with 400).
 	ScanToolResults     string `json:"scan_tool_results,omitempty"`
 	ScanToolDefinitions string `json:"scan_tool_definitions,omitempty"`
 	// MaxBodyBytes bounds a buffered request or response body, and

@@ -176,3 +176,28 @@ func TestChatLegacyFunctionCall(t *testing.T) {
 		t.Errorf("streamed function_call not blocked:\n%s", s)
 	}
 }
+
+// TestWithholdResults: the named results are replaced in each request
+// shape, the others and the rest of the body kept.
+func TestWithholdResults(t *testing.T) {
+	w := map[string]string{"bad": "WITHHELD"}
+	cases := []struct{ api, body string }{
+		{apiMessages, `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"tool_result","tool_use_id":"bad","content":"EVIL"},{"type":"tool_result","tool_use_id":"ok","content":"fine"}]}]}`},
+		{apiChat, `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"tool","tool_call_id":"bad","content":"EVIL"},{"role":"tool","tool_call_id":"ok","content":"fine"}]}`},
+		{apiResponses, `{"model":"m","input":[{"role":"user","content":"hi"},{"type":"function_call_output","call_id":"bad","output":"EVIL"},{"type":"function_call_output","call_id":"ok","output":"fine"}]}`},
+	}
+	for _, c := range cases {
+		out, err := withholdResults(c.api, []byte(c.body), w)
+		if err != nil {
+			t.Fatalf("%s: %v", c.api, err)
+		}
+		s := string(out)
+		if strings.Contains(s, "EVIL") || !strings.Contains(s, "WITHHELD") || !strings.Contains(s, "fine") || !strings.Contains(s, `"model":"m"`) {
+			t.Errorf("%s: %s", c.api, s)
+		}
+		info, err := parseRequest("x", c.api, out)
+		if err != nil || len(info.results) != 2 {
+			t.Errorf("%s: the rewritten request does not parse back: %v %+v", c.api, err, info.results)
+		}
+	}
+}

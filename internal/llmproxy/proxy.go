@@ -132,9 +132,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		info.session = sessionOf(r.Header.Get(p.cfg.Header()), info.firstUser)
 		if p.insp != nil {
-			if msg := p.insp.InspectRequest(r.Context(), provider, info.session, info.results, info.defs); msg != "" {
+			msg, withhold := p.insp.InspectRequest(r.Context(), provider, info.session, info.results, info.defs)
+			if msg != "" {
 				p.fail(w, provider, http.StatusBadRequest, "toolgate llm_proxy: "+msg, nil)
 				return
+			}
+			if len(withhold) > 0 {
+				if body, err = withholdResults(api, body, withhold); err != nil {
+					p.fail(w, provider, http.StatusBadRequest, "toolgate llm_proxy: the request body could not be rewritten: "+err.Error(), nil)
+					return
+				}
 			}
 		}
 	}

@@ -10,10 +10,11 @@ import (
 )
 
 // Inspector scans what an agent sends its model: the results of earlier
-// tool calls and the tool definitions. It returns a non-empty refusal to
-// stop the request, and records its own detections.
+// tool calls and the tool definitions, and records its own detections. It
+// returns a non-empty refusal to stop the request, or, by call id, the
+// text that replaces a tool result the model must not read (withhold).
 type Inspector interface {
-	InspectRequest(ctx context.Context, provider, session string, results []ToolResult, defs map[string]*mcp.Tool) (refusal string)
+	InspectRequest(ctx context.Context, provider, session string, results []ToolResult, defs map[string]*mcp.Tool) (refusal string, withhold map[string]string)
 }
 
 // wireRequest holds the parts of the three request shapes the proxy reads.
@@ -140,4 +141,54 @@ func contentText(raw json.RawMessage) string {
 		}
 	}
 	return string(out)
+}
+
+// withholdResults replaces the content of the tool results named in
+// withhold (by call id) with its text, in any of the three request shapes.
+// Everything else in the body is kept (key order aside).
+func withholdResults(api string, body []byte, withhold map[string]string) ([]byte, error) {
+	var req obj
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	key := "messages"
+	if api == apiResponses {
+		key = "input"
+	}
+	var msgs []obj
+	if err := json.Unmarshal(req[key], &msgs); err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		switch {
+		case str(m, "role") == "tool": // Chat
+			if t, ok := withhold[str(m, "tool_call_id")]; ok {
+				m["content"] = mustJSON(t)
+			}
+		case str(m, "type") == "function_call_output": // Responses
+			if t, ok := withhold[str(m, "call_id")]; ok {
+				m["output"] = mustJSON(t)
+			}
+		case str(m, "role") == "user": // Anthropic tool_result blocks
+			var blocks []obj
+			if json.Unmarshal(m["content"], &blocks) != nil {
+				continue
+			}
+			changed := false
+			for _, b := range blocks {
+				if str(b, "type") != "tool_result" {
+					continue
+				}
+				if t, ok := withhold[str(b, "tool_use_id")]; ok {
+					b["content"] = mustJSON(t)
+					changed = true
+				}
+			}
+			if changed {
+				m["content"] = mustJSON(blocks)
+			}
+		}
+	}
+	req[key] = mustJSON(msgs)
+	return json.Marshal(req)
 }
