@@ -70,6 +70,11 @@ func startLLMProxy(t *testing.T, args ...string) *llmProxyProc {
 			<-done
 		}
 		pw.Close()
+		for _, bad := range []string{"panic:", "WARNING: DATA RACE"} {
+			if strings.Contains(logs.String(), bad) {
+				t.Errorf("toolgate logs contain %q", bad)
+			}
+		}
 		if t.Failed() {
 			t.Logf("toolgate logs:\n%s", logs)
 		}
