@@ -201,3 +201,44 @@ func TestWithholdResults(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRequest: any request body is read without panicking, and withholding
+// a result it names leaves none of that result's text behind.
+func FuzzRequest(f *testing.F) {
+	f.Add("anthropic", `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"EVIL"}]}],"tools":[{"name":"t","input_schema":{}}]}`)
+	f.Add("chat", `{"messages":[{"role":"tool","tool_call_id":"a","content":"EVIL"}],"tools":[{"type":"function","function":{"name":"t"}}]}`)
+	f.Add("responses", `{"input":[{"type":"function_call_output","call_id":"a","output":"EVIL"}]}`)
+	f.Add("responses", `{"input":"hello"}`)
+	f.Fuzz(func(t *testing.T, api, body string) {
+		kind := map[string]string{"anthropic": apiMessages, "chat": apiChat, "responses": apiResponses}[api]
+		if kind == "" {
+			kind = apiMessages
+		}
+		info, err := parseRequest("x", kind, []byte(body))
+		if err != nil {
+			return
+		}
+		w := map[string]string{}
+		for _, r := range info.results {
+			if r.CallID != "" && r.Text == "EVIL" {
+				w[r.CallID] = "WITHHELD"
+			}
+		}
+		if len(w) == 0 {
+			return
+		}
+		out, err := withholdResults(kind, []byte(body), w)
+		if err != nil {
+			return
+		}
+		again, err := parseRequest("x", kind, out)
+		if err != nil {
+			t.Fatalf("the rewritten body does not parse: %v\n%s", err, out)
+		}
+		for _, r := range again.results {
+			if _, named := w[r.CallID]; named && r.Text == "EVIL" {
+				t.Fatalf("a withheld result is still there:\n%s", out)
+			}
+		}
+	})
+}

@@ -17,98 +17,63 @@ type Inspector interface {
 	InspectRequest(ctx context.Context, provider, session string, results []ToolResult, defs map[string]*mcp.Tool) (refusal string, withhold map[string]string)
 }
 
-// wireRequest holds the parts of the three request shapes the proxy reads.
-type wireRequest struct {
-	Tools    []json.RawMessage `json:"tools"`
-	Messages []json.RawMessage `json:"messages"`
-	Input    json.RawMessage   `json:"input"`
-}
-
-type wireTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"` // Anthropic
-	Parameters  json.RawMessage `json:"parameters"`   // OpenAI Responses
-	Function    *struct {       // OpenAI Chat
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
-
-type wireMessage struct {
-	Role       string          `json:"role"`
-	Type       string          `json:"type"`
-	Content    json.RawMessage `json:"content"`
-	ToolCallID string          `json:"tool_call_id"` // Chat role tool
-	CallID     string          `json:"call_id"`      // Responses function_call_output
-	Output     json.RawMessage `json:"output"`       // Responses function_call_output
-}
-
-type wireBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-}
-
+// parseRequest reads the declared tools, the first user message and the
+// tool results of a request. Like the decisions on responses, it reads by
+// exact key, as the provider does: encoding/json's struct decoding would
+// take "Content" for "content" and let a duplicate key hide a result.
 func parseRequest(provider, api string, body []byte) (requestInfo, error) {
 	var info requestInfo
-	var req wireRequest
+	var req obj
 	if err := json.Unmarshal(body, &req); err != nil {
 		return info, err
 	}
 	info.defs = map[string]*mcp.Tool{}
-	for _, raw := range req.Tools {
-		var t wireTool
-		if json.Unmarshal(raw, &t) != nil {
-			continue
-		}
-		name, desc, schema := t.Name, t.Description, t.InputSchema
+	var tools []obj
+	_ = json.Unmarshal(req["tools"], &tools)
+	for _, t := range tools {
+		name, desc, schema := str(t, "name"), str(t, "description"), t["input_schema"]
+		var fn obj
 		switch {
-		case t.Function != nil:
-			name, desc, schema = t.Function.Name, t.Function.Description, t.Function.Parameters
-		case provider == config.ProviderOpenAI:
-			schema = t.Parameters
+		case json.Unmarshal(t["function"], &fn) == nil && fn != nil: // Chat
+			name, desc, schema = str(fn, "name"), str(fn, "description"), fn["parameters"]
+		case provider == config.ProviderOpenAI: // Responses
+			schema = t["parameters"]
 		}
 		if name == "" {
 			continue
 		}
-		var s any
+		var sc any
 		if len(schema) > 0 {
-			_ = json.Unmarshal(schema, &s)
+			_ = json.Unmarshal(schema, &sc)
 		}
-		info.defs[name] = &mcp.Tool{Name: name, Description: desc, InputSchema: s}
+		info.defs[name] = &mcp.Tool{Name: name, Description: desc, InputSchema: sc}
 	}
-	msgs := req.Messages
+	var msgs []obj
 	if api == apiResponses {
-		msgs = nil
-		if len(req.Input) > 0 && req.Input[0] == '"' {
-			info.firstUser = req.Input
+		if in := req["input"]; len(in) > 0 && in[0] == '"' {
+			info.firstUser = in
 		} else {
-			_ = json.Unmarshal(req.Input, &msgs)
+			_ = json.Unmarshal(in, &msgs)
 		}
+	} else {
+		_ = json.Unmarshal(req["messages"], &msgs)
 	}
-	for _, raw := range msgs {
-		var m wireMessage
-		if json.Unmarshal(raw, &m) != nil {
-			continue
-		}
-		if m.Role == "user" && info.firstUser == nil {
-			info.firstUser = m.Content
+	for _, m := range msgs {
+		role := str(m, "role")
+		if role == "user" && info.firstUser == nil {
+			info.firstUser = m["content"]
 		}
 		switch {
-		case m.Role == "tool": // Chat
-			info.results = append(info.results, ToolResult{CallID: m.ToolCallID, Text: contentText(m.Content)})
-		case m.Type == "function_call_output": // Responses
-			info.results = append(info.results, ToolResult{CallID: m.CallID, Text: contentText(m.Output)})
-		case m.Role == "user" && len(m.Content) > 0 && m.Content[0] == '[': // Anthropic tool_result blocks
-			var blocks []wireBlock
-			_ = json.Unmarshal(m.Content, &blocks)
+		case role == "tool": // Chat
+			info.results = append(info.results, ToolResult{CallID: str(m, "tool_call_id"), Text: contentText(m["content"])})
+		case str(m, "type") == "function_call_output": // Responses
+			info.results = append(info.results, ToolResult{CallID: str(m, "call_id"), Text: contentText(m["output"])})
+		case role == "user": // Anthropic tool_result blocks
+			var blocks []obj
+			_ = json.Unmarshal(m["content"], &blocks)
 			for _, b := range blocks {
-				if b.Type == "tool_result" {
-					info.results = append(info.results, ToolResult{CallID: b.ToolUseID, Text: contentText(b.Content)})
+				if str(b, "type") == "tool_result" {
+					info.results = append(info.results, ToolResult{CallID: str(b, "tool_use_id"), Text: contentText(b["content"])})
 				}
 			}
 		}
@@ -127,17 +92,17 @@ func contentText(raw json.RawMessage) string {
 		_ = json.Unmarshal(raw, &s)
 		return s
 	}
-	var blocks []wireBlock
+	var blocks []obj
 	if json.Unmarshal(raw, &blocks) != nil {
 		return ""
 	}
 	var out []byte
 	for _, b := range blocks {
-		if b.Text != "" {
+		if t := str(b, "text"); t != "" {
 			if len(out) > 0 {
 				out = append(out, '\n')
 			}
-			out = append(out, b.Text...)
+			out = append(out, t...)
 		}
 	}
 	return string(out)

@@ -363,3 +363,30 @@ func TestLLMProxyScans(t *testing.T) {
 		}
 	})
 }
+
+// TestLLMProxyCLIErrors: llm-proxy refuses a non-loopback address and a
+// missing one with exit 2, and a bad llm_proxy object with exit 1 naming
+// the key and the file.
+func TestLLMProxyCLIErrors(t *testing.T) {
+	cfg := writeLLMConfig(t, "http://127.0.0.1:9", map[string]any{}, "", nil)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--listen", "0.0.0.0:0"}, 2, "not a loopback address"},
+		{nil, 2, "llm-proxy: no address: give --listen"},
+	} {
+		cmd := exec.Command(binPath, append([]string{"llm-proxy", "--config", cfg, "--state-dir", t.TempDir()}, c.args...)...)
+		out, _ := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != c.code || !strings.Contains(string(out), c.want) {
+			t.Errorf("%v: exit %d, want %d and %q\n%s", c.args, cmd.ProcessState.ExitCode(), c.code, c.want, out)
+		}
+	}
+	setLLMProxy(t, cfg, map[string]any{"providers": map[string]any{"openia": map[string]any{"base_url": "https://x"}}})
+	cmd := exec.Command(binPath, "llm-proxy", "--config", cfg, "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0")
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), `llm_proxy.providers: unknown provider "openia" (did you mean "openai"?)`) || !strings.Contains(string(out), cfg) {
+		t.Errorf("bad provider: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+}
