@@ -242,3 +242,18 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestChatSplitName: a tool name split over chunks ("send_" then "email")
+// is the last fragment to one SDK and the whole to another; a block of
+// either blocks the call.
+func TestChatSplitName(t *testing.T) {
+	p := blockSendEmail()
+	stream := "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"send_\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"email\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+	w := httptest.NewRecorder()
+	p.stream(context.Background(), w, strings.NewReader(stream), "x", apiChat, &requestInfo{})
+	if s := w.Body.String(); strings.Contains(s, `"name":"send_"`) || !strings.Contains(s, `"finish_reason":"stop"`) {
+		t.Errorf("a split name passed:\n%s", s)
+	}
+}

@@ -267,7 +267,11 @@ type heldChunk struct {
 type chatCall struct {
 	index    int
 	id, name string
-	args     bytes.Buffer
+	// whole is every name fragment joined: a name split over chunks is
+	// the last fragment to the JS SDK, the concatenation to the Python
+	// one; both are judged.
+	whole string
+	args  bytes.Buffer
 }
 
 var (
@@ -330,6 +334,7 @@ func (c *chatStream) event(e event) error {
 			_ = json.Unmarshal(td["function"], &fn)
 			if name := str(fn, "name"); name != "" {
 				call.name = name
+				call.whole += name
 			}
 			call.args.WriteString(str(fn, "arguments"))
 		}
@@ -396,6 +401,9 @@ func (c *chatStream) release(idx int) {
 			continue // never named: nothing the agent could run
 		}
 		d := s.p.evaluate(s.ctx, s.provider, s.info, call.id, call.name, call.args.Bytes())
+		if d.Action != Block && call.whole != call.name {
+			d = s.p.evaluate(s.ctx, s.provider, s.info, call.id, call.whole, call.args.Bytes())
+		}
 		if d.Action == Block {
 			lines = append(lines, blockedText(call.name, d))
 			continue
