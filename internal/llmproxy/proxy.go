@@ -200,8 +200,8 @@ func (p *Proxy) outgoing(r *http.Request, provider string, body []byte) (*http.R
 	if r.URL.RawQuery != "" {
 		target += "?" + r.URL.RawQuery
 	}
-	var rd io.Reader
-	if body != nil {
+	var rd io.Reader = http.NoBody
+	if len(body) > 0 {
 		rd = bytes.NewReader(body)
 	}
 	up, err := http.NewRequestWithContext(r.Context(), r.Method, target, rd)

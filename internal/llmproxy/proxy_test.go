@@ -210,3 +210,21 @@ func TestDisconnect(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherEndpoints: a path the proxy does not inspect (a GET of the
+// model list) is relayed to the provider the headers name, without a body.
+func TestOtherEndpoints(t *testing.T) {
+	url, prov, _ := setup(t)
+	req, _ := http.NewRequest("GET", url+"/v1/models?limit=2", nil)
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	seen := prov.Last()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"data":[]`) || seen.Path != "/v1/models" || len(seen.Body) != 0 || len(seen.Header["Transfer-Encoding"]) > 0 {
+		t.Errorf("GET /v1/models: %d %s; provider saw %s %q %v", resp.StatusCode, b, seen.Path, seen.Body, seen.Header)
+	}
+}
