@@ -42,9 +42,10 @@ type Provider struct {
 
 // Seen is one request the provider received.
 type Seen struct {
-	Path   string
-	Header http.Header
-	Body   []byte
+	Path             string
+	Header           http.Header
+	TransferEncoding []string
+	Body             []byte
 }
 
 // Count is how many requests the provider received.
@@ -68,7 +69,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body bytes.Buffer
 	_, _ = body.ReadFrom(r.Body)
 	p.mu.Lock()
-	p.Requests = append(p.Requests, Seen{Path: r.URL.Path, Header: r.Header.Clone(), Body: body.Bytes()})
+	p.Requests = append(p.Requests, Seen{Path: r.URL.Path, Header: r.Header.Clone(), TransferEncoding: r.TransferEncoding, Body: body.Bytes()})
 	p.mu.Unlock()
 	var prefix string
 	switch r.URL.Path {
