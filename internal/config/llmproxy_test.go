@@ -47,3 +47,14 @@ func TestLLMProxyConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestLLMProxyExample: the example the docs point to loads.
+func TestLLMProxyExample(t *testing.T) {
+	cfg, err := Load("../../examples/llm-proxy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LLMProxy == nil || cfg.LLMProxy.Listen != "127.0.0.1:8788" || cfg.LLMProxy.Tools["send_email"] != "mail" {
+		t.Fatalf("llm_proxy = %+v", cfg.LLMProxy)
+	}
+}
