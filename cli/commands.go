@@ -18,7 +18,7 @@ import (
 
 func runServe(ctx context.Context, args []string, stderr io.Writer, exts []extension.Extension) error {
 	fs := newFlagSet("serve", stderr)
-	var c common
+	c := common{background: true}
 	c.register(fs)
 	listen := fs.String("listen", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio")
 	if err := parse(fs, args); err != nil {

@@ -56,6 +56,12 @@ type Options struct {
 	// server through it instead of its command or URL (tests, benchmarks,
 	// programs embedding servers in process).
 	UpstreamTransport func(cfg *config.Server) mcp.Transport
+	// StartInBackground makes New return before the configured servers are
+	// connected and indexed: a server that is slow or never answers does
+	// not hold up the client's initialize. Their tools appear as each
+	// server comes up (see WaitStarted and Starting). Without it, New
+	// returns once every server has been tried (one-off commands).
+	StartInBackground bool
 }
 
 // Gateway is a running toolgate instance.
@@ -82,6 +88,8 @@ type Gateway struct {
 
 	ctx    context.Context // lives until Close; used for background re-listing
 	cancel context.CancelFunc
+
+	startup startup // configured servers still being connected and indexed
 
 	cache   *catcache.Cache // tool lists of configured servers, for lazy ones
 	listMu  sync.Mutex
@@ -172,7 +180,13 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	g.startConfigured(ctx)
+	if opts.StartInBackground {
+		// The client's context may be short (a request's); the startup
+		// lives as long as the gateway.
+		g.startConfigured(g.ctx, true)
+	} else {
+		g.startConfigured(ctx, false)
+	}
 	return g, nil
 }
 
@@ -223,7 +237,10 @@ func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 	return out, nil
 }
 
-func (g *Gateway) startConfigured(ctx context.Context) {
+// startConfigured connects and indexes every configured server
+// concurrently. In the background it returns at once; each server leaves
+// the starting set when it is indexed or has failed.
+func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 	names := make([]string, 0, len(g.cfg.Servers))
 	for n, s := range g.cfg.Servers {
 		if s.Disabled {
@@ -233,23 +250,37 @@ func (g *Gateway) startConfigured(ctx context.Context) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var wg sync.WaitGroup
+	var srvs []*upstream.Server
 	for _, n := range names {
 		srv, err := g.ups.Add(g.cfg.Servers[n])
 		if err != nil {
 			g.log.Warn("skipping server", "server", n, "error", err)
 			continue
 		}
-		wg.Add(1)
+		srvs = append(srvs, srv)
+	}
+	g.startup.begin(len(srvs))
+	for _, srv := range srvs {
+		g.startup.add(srv.Name())
+	}
+	for _, srv := range srvs {
 		go func() {
-			defer wg.Done()
-			if err := g.indexConfigured(ctx, srv); err != nil {
+			n := srv.Name()
+			defer g.serverStarted(n)
+			if err := g.indexConfigured(ctx, srv); err != nil && ctx.Err() == nil {
 				g.log.Warn("skipping server: it failed to start or list its tools; the others keep working", "server", n, "error", err)
 			}
 		}()
 	}
-	wg.Wait()
-	g.log.Info("gateway ready", "servers", len(g.ups.Servers()), "tools", g.cat.Len())
+	done := func() {
+		g.startup.wg.Wait()
+		g.log.Info("gateway ready", "servers", len(g.ups.Servers()), "tools", g.cat.Len())
+	}
+	if background {
+		go done()
+		return
+	}
+	done()
 }
 
 // indexConfigured puts a configured server's tools in the catalogue. A lazy

@@ -14,12 +14,15 @@ import (
 
 // Status is what GET /status and `toolgate status` report.
 type Status struct {
-	Version    string         `json:"version"`
-	PID        int            `json:"pid"`
-	Goroutines int            `json:"goroutines"`
-	Time       time.Time      `json:"time"`
-	Tools      int            `json:"tools"`
-	Servers    []ServerStatus `json:"servers"`
+	Version    string    `json:"version"`
+	PID        int       `json:"pid"`
+	Goroutines int       `json:"goroutines"`
+	Time       time.Time `json:"time"`
+	Tools      int       `json:"tools"`
+	// Starting lists the configured servers not yet indexed (serve
+	// answers clients while its upstreams start).
+	Starting []string       `json:"starting,omitempty"`
+	Servers  []ServerStatus `json:"servers"`
 }
 
 // ServerStatus is one upstream's state plus the number of its tools in the
@@ -37,7 +40,7 @@ func (g *Gateway) Status() Status {
 	for _, t := range all {
 		perServer[t.Server]++
 	}
-	st := Status{Version: Version, PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), Time: time.Now().UTC(), Tools: len(all)}
+	st := Status{Version: Version, PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), Time: time.Now().UTC(), Tools: len(all), Starting: g.Starting()}
 	for _, s := range g.ups.Servers() {
 		us := s.Status()
 		us.LastError = g.redact.String(us.LastError)
