@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -44,7 +43,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, exts []exten
 	if err != nil {
 		return fmt.Errorf("--listen: %v", err)
 	}
-	srv := &http.Server{Handler: g.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := g.HTTPServer()
 	log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

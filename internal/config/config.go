@@ -46,6 +46,8 @@ type Config struct {
 	// the upstream tools themselves ("passthrough"), or both ("hybrid");
 	// see mode.go.
 	Exposure
+	// HTTP configures the streamable HTTP frontend; see http.go.
+	HTTP HTTP
 }
 
 // Audit is the "audit" object.
@@ -169,6 +171,7 @@ type fileFormat struct {
 	Filters    json.RawMessage            `json:"filters,omitempty"`
 	Search     *Search                    `json:"search,omitempty"`
 	Audit      *Audit                     `json:"audit,omitempty"`
+	HTTP       *HTTP                      `json:"http,omitempty"`
 	Exposure
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
 	Schema string `json:"$schema,omitempty"`
@@ -289,6 +292,12 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		cfg.Audit = *ff.Audit
 		if cfg.Audit.Path != "" && !filepath.IsAbs(cfg.Audit.Path) {
 			cfg.Audit.Path = filepath.Join(cfg.Dir, cfg.Audit.Path)
+		}
+	}
+	if ff.HTTP != nil {
+		cfg.HTTP = *ff.HTTP
+		if err := cfg.HTTP.validate(); err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
 		}
 	}
 	if err := cfg.Search.validate(cfg.Dir); err != nil {

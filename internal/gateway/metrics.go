@@ -19,6 +19,9 @@ type metrics struct {
 	duration  *prometheus.HistogramVec
 	searches  prometheus.Counter
 	events    *prometheus.CounterVec
+
+	sessions        prometheus.Gauge
+	sessionsEvicted prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -40,8 +43,14 @@ func newMetrics() *metrics {
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_events_total", Help: "Recorded events by type and action.",
 		}, []string{"type", "action"}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "toolgate_http_sessions", Help: "Stateful streamable HTTP sessions open (and being opened).",
+		}),
+		sessionsEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolgate_http_sessions_evicted_total", Help: "Sessions closed because http.max_sessions was reached (least recently used first).",
+		}),
 	}
-	m.reg.MustRegister(m.calls, m.decisions, m.duration, m.searches, m.events,
+	m.reg.MustRegister(m.calls, m.decisions, m.duration, m.searches, m.events, m.sessions, m.sessionsEvicted,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -28,7 +28,9 @@ func TestMetricsFollowDecisions(t *testing.T) {
 	callTool("call_tool", map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": "x"}})
 
 	rec := httptest.NewRecorder()
-	g.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.Host = "localhost"
+	g.HTTPHandler().ServeHTTP(rec, req)
 	body, _ := io.ReadAll(rec.Body)
 	for _, want := range []string{
 		`toolgate_call_decisions_total{action="block",rule="discovery_gate",server="up"} 1`,

@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/upstream"
@@ -49,16 +47,12 @@ func (g *Gateway) Status() Status {
 	return st
 }
 
-// statusHandler serves GET /status as JSON. Like /mcp, a loopback listener
-// refuses a Host that is not loopback (DNS rebinding).
+// statusHandler serves GET /status as JSON (behind the host guard, like
+// every path).
 func (g *Gateway) statusHandler(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && loopback(la.String()) && !loopback(r.Host) {
-		http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -66,18 +60,4 @@ func (g *Gateway) statusHandler(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(g.Status())
-}
-
-// loopback reports whether a host or host:port names the loopback interface.
-func loopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
