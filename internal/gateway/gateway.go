@@ -165,6 +165,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		uopts.ClientMiddleware = g.pt.clientMiddleware
 	}
 	g.ups = upstream.NewManager(uopts)
+	g.metrics.serverLabel = g.metricServer
 	g.servers = map[scope]*mcp.Server{}
 	for _, s := range []scope{scopeConnection, scopeStateless} {
 		if opts.Config.Mode == config.ModePassthrough {
