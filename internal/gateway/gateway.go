@@ -290,7 +290,11 @@ func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 func (g *Gateway) indexConfigured(ctx context.Context, srv *upstream.Server) error {
 	cfg := srv.Config()
 	if !cfg.Lazy {
-		return g.index(ctx, srv, 0)
+		if err := g.index(ctx, srv, 0); err != nil {
+			return err
+		}
+		g.log.Info("indexed server", "server", srv.Name(), "tools", g.toolCount(srv.Name()))
+		return nil
 	}
 	e, ok, err := g.cache.Load(cfg)
 	if err != nil {
@@ -298,13 +302,13 @@ func (g *Gateway) indexConfigured(ctx context.Context, srv *upstream.Server) err
 	}
 	if ok {
 		g.catalogue(ctx, srv.Name(), e.Tools, false)
-		g.log.Info("indexed lazy server from the catalogue cache; it starts on first call", "server", srv.Name(), "tools", len(e.Tools), "cached", e.Updated.Format(time.RFC3339))
+		g.log.Info("indexed lazy server from the catalogue cache; it starts on first call", "server", srv.Name(), "tools", g.toolCount(srv.Name()), "cached", e.Updated.Format(time.RFC3339))
 		return nil
 	}
 	err = g.index(ctx, srv, 0)
 	srv.Stop()
 	if err == nil {
-		g.log.Info("lazy server listed and stopped; it starts on first call", "server", srv.Name())
+		g.log.Info("indexed lazy server; stopped until its first call", "server", srv.Name(), "tools", g.toolCount(srv.Name()))
 	}
 	return err
 }
@@ -349,7 +353,9 @@ func (g *Gateway) index(ctx context.Context, srv *upstream.Server, after int) er
 			g.log.Warn("catalogue cache not updated", "server", name, "error", err)
 		}
 	}
-	g.log.Info("indexed server", "server", name, "tools", len(tools))
+	// Startup (indexConfigured) and load_mcp_server report the result
+	// once; re-lists are routine.
+	g.log.Debug("listed server", "server", name, "listed", len(tools))
 	return nil
 }
 

@@ -98,3 +98,15 @@ func (g *Gateway) startingNote() string {
 	return fmt.Sprintf("%d server(s) are still starting and their tools are not searchable yet: %s. Search again in a moment if nothing here fits.",
 		len(names), strings.Join(names, ", "))
 }
+
+// toolCount is the number of a server's tools in the catalogue: what the
+// list filters admitted, not what the server listed.
+func (g *Gateway) toolCount(server string) int {
+	n := 0
+	for _, t := range g.cat.All() {
+		if t.Server == server {
+			n++
+		}
+	}
+	return n
+}
