@@ -469,6 +469,12 @@ func (g *Gateway) Close() error {
 	if g.ups != nil {
 		errs = append(errs, g.ups.Close())
 	}
+	// Servers still starting in the background end with their upstreams;
+	// they must not catalogue or record anything after the audit log and
+	// the extensions are closed.
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = g.WaitStarted(wctx)
+	wcancel()
 	if g.pipe != nil {
 		errs = append(errs, g.pipe.Close())
 	}
