@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,5 +205,42 @@ func TestServeStartupLogsIndexingOnce(t *testing.T) {
 	}
 	if len(lines) != 1 || !strings.Contains(lines[0], "tools=1") {
 		t.Fatalf("want one info line for calc's indexing with tools=1 (the poisoned tool is hidden), got:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// TestServeSIGTERMDoesNotWaitForEmbeddings: with thousands of tools still
+// waiting for their embedding, SIGTERM ends the gateway cleanly without
+// finishing the queue (it used to take 58 s for 3,000 tools).
+func TestServeSIGTERMDoesNotWaitForEmbeddings(t *testing.T) {
+	t.Parallel()
+	servers := map[string]any{}
+	for s := range 4 { // 4 × 750 tools, below any per-server limit
+		var defs []toolDef
+		for i := range 750 {
+			defs = append(defs, toolDef{Name: fmt.Sprintf("task_%d_%d", s, i), Description: fmt.Sprintf("Performs bookkeeping task number %d of ledger %d and reports the balance.", i, s)})
+		}
+		servers[fmt.Sprintf("ledger%d", s)] = stdioTestServer(t, fmt.Sprintf("ledger%d", s), writeTools(t, "", defs...))
+	}
+	b, _ := json.Marshal(map[string]any{"mcpServers": servers, "search": map[string]any{"mode": "hybrid"}})
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startHTTP(t, cfg) // every tool catalogued; embedding runs in the background
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("toolgate did not exit cleanly on SIGTERM: %v\n%s", err, g.Logs)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatalf("toolgate still running 45 s after SIGTERM\n%s", g.Logs)
+	}
+	if strings.Contains(g.Logs.String(), "indexing done") {
+		t.Fatalf("shutdown waited for every embedding:\n%s", g.Logs)
 	}
 }
