@@ -335,3 +335,50 @@ func slowUpstream(t *testing.T, d time.Duration) string {
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + "/mcp"
 }
+
+// openStream opens a session's GET stream and keeps it open until the test
+// ends.
+func openStream(t *testing.T, base, id string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/mcp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream of %s: %s", id, resp.Status)
+	}
+}
+
+// TestSessionCapPrefersIdleAndCannotBeLockedOut: sessions holding a GET
+// stream are kept over idle ones, but when every session holds one, a new
+// client still gets in (the least recently used goes).
+func TestSessionCapPrefersIdleAndCannotBeLockedOut(t *testing.T) {
+	ln := listen(t, "127.0.0.1")
+	max := 2
+	httpGateway(t, config.HTTP{MaxSessions: &max}, nil, defaultHTTPTimeouts, ln)
+	base := "http://" + ln.Addr().String()
+
+	streaming := openSession(t, base)
+	openStream(t, base, streaming)
+	idle := openSession(t, base) // used more recently, but idle
+	third := openSession(t, base)
+	if alive(t, base, idle) || !alive(t, base, streaming) || !alive(t, base, third) {
+		t.Fatalf("want the idle session evicted, not the streaming one")
+	}
+	openStream(t, base, third)
+	// Every session now holds a stream: a new client is still admitted.
+	fourth := openSession(t, base)
+	if !alive(t, base, fourth) {
+		t.Fatal("new session refused while every slot held a stream")
+	}
+	if alive(t, base, streaming) {
+		t.Fatal("the least recently used streaming session was kept over the cap")
+	}
+}

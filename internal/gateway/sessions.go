@@ -58,8 +58,8 @@ func (l *sessionLimiter) handler(h http.Handler) http.Handler {
 	})
 }
 
-// use marks a session as in use until done is called, so it is not the
-// one evicted while it serves a request or a stream.
+// use marks a session as in use until done is called, so an idle session
+// is evicted before it.
 func (l *sessionLimiter) use(id string) (done func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -79,7 +79,7 @@ func (l *sessionLimiter) use(id string) (done func()) {
 
 // reserve makes room for one new session, closing the least recently used
 // ones as needed. It fails only when every slot is taken by sessions being
-// created or serving a request.
+// created.
 func (l *sessionLimiter) reserve() bool {
 	var evict []*mcp.ServerSession
 	defer func() {
@@ -90,15 +90,27 @@ func (l *sessionLimiter) reserve() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for len(l.live)+l.pending >= l.max {
+		// The least recently used session with no request in progress; if
+		// every one has one (a GET stream each, say), the least recently
+		// used of all, so holding streams open cannot lock others out.
 		var oldestID string
 		var oldest *liveSession
+		better := func(s *liveSession) bool {
+			if oldest == nil {
+				return true
+			}
+			if (s.active == 0) != (oldest.active == 0) {
+				return s.active == 0
+			}
+			return s.lastUsed.Before(oldest.lastUsed)
+		}
 		for id, s := range l.live {
-			if s.active == 0 && (oldest == nil || s.lastUsed.Before(oldest.lastUsed)) {
+			if better(s) {
 				oldestID, oldest = id, s
 			}
 		}
 		if oldest == nil {
-			return false
+			return false // every slot is a session being created
 		}
 		delete(l.live, oldestID)
 		evict = append(evict, oldest.ss)
