@@ -43,7 +43,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, exts []exten
 	if err != nil {
 		return fmt.Errorf("--listen: %v", err)
 	}
-	srv := g.HTTPServer()
+	srv := g.HTTPServer(*listen)
 	log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

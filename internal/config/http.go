@@ -17,8 +17,8 @@ const (
 type HTTP struct {
 	// AllowedHosts are host names or IP addresses clients may put in the
 	// Host and Origin headers, beyond the localhost names, the loopback
-	// addresses and the address the connection arrived on, which are
-	// always allowed. Any other name is refused (DNS rebinding).
+	// addresses, the address the connection arrived on and a host name
+	// given to --listen, which are always allowed. Any other name is refused (DNS rebinding).
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 	// MaxSessions caps the stateful MCP sessions kept at once; a new one
 	// beyond it closes the session idle the longest. Default 1000.

@@ -14,8 +14,8 @@ import (
 // a request whose Host or Origin names a host the gateway does not answer
 // to is refused, whatever address the listener is bound to. Allowed are
 // the localhost names, loopback addresses, the IP address the connection
-// arrived on (an IP literal cannot be rebound) and the configured
-// http.allowed_hosts. Names compare case-insensitively, without a
+// arrived on (an IP literal cannot be rebound), a host name given to
+// --listen and the configured http.allowed_hosts. Names compare case-insensitively, without a
 // trailing dot.
 type hostGuard struct {
 	allowed map[string]bool

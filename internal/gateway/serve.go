@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,14 +52,15 @@ func (g *Gateway) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSess
 // more, and an idle keep-alive connection is closed after 2 minutes. There
 // is no overall read or write timeout, which would cut the long-lived
 // streams of streamable HTTP (a GET stream, a long tool call's SSE
-// answer); the body deadline is set per request instead.
-func (g *Gateway) HTTPServer() *http.Server {
-	return g.httpServer(defaultHTTPTimeouts)
+// answer); the body deadline is set per request instead. listen is the
+// --listen address: a host name in it is served like http.allowed_hosts.
+func (g *Gateway) HTTPServer(listen string) *http.Server {
+	return g.httpServer(defaultHTTPTimeouts, listen)
 }
 
-func (g *Gateway) httpServer(t httpTimeouts) *http.Server {
+func (g *Gateway) httpServer(t httpTimeouts, listen string) *http.Server {
 	return &http.Server{
-		Handler:           g.httpHandler(t),
+		Handler:           g.httpHandler(t, listen),
 		ReadHeaderTimeout: t.header,
 		IdleTimeout:       t.idle,
 	}
@@ -73,10 +76,10 @@ func (g *Gateway) httpServer(t httpTimeouts) *http.Server {
 // rebinding, see hostGuard), as are cross-origin browser requests to /mcp.
 // GET /status reports the gateway's upstreams as JSON (see Status).
 func (g *Gateway) HTTPHandler() http.Handler {
-	return g.httpHandler(defaultHTTPTimeouts)
+	return g.httpHandler(defaultHTTPTimeouts, "")
 }
 
-func (g *Gateway) httpHandler(t httpTimeouts) http.Handler {
+func (g *Gateway) httpHandler(t httpTimeouts, listen string) http.Handler {
 	// The SDK's own rebinding check (loopback listeners only, case
 	// sensitive) is replaced by hostGuard, which runs on every listener.
 	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.servers[scopeConnection] },
@@ -102,7 +105,11 @@ func (g *Gateway) httpHandler(t httpTimeouts) http.Handler {
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(route))
 	mux.Handle("/status", small(http.HandlerFunc(g.statusHandler)))
 	mux.Handle("/metrics", small(g.metrics.handler()))
-	return bodyDeadline(t.body, newHostGuard(g.cfg.HTTP.AllowedHosts).handler(mux))
+	allowed := g.cfg.HTTP.AllowedHosts
+	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" {
+		allowed = append(slices.Clip(allowed), h)
+	}
+	return bodyDeadline(t.body, newHostGuard(allowed).handler(mux))
 }
 
 // bodyDeadline gives a request with a body d to send it: a client that

@@ -33,7 +33,7 @@ func httpGateway(t *testing.T, hc config.HTTP, servers map[string]*config.Server
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	srv := g.httpServer(timeouts)
+	srv := g.httpServer(timeouts, "gw-listen.example.test:0")
 	for _, ln := range lns {
 		go srv.Serve(ln)
 	}
@@ -115,6 +115,7 @@ func TestHostAndOriginCheckedOnEveryListener(t *testing.T) {
 			{"localhost with trailing dot", "localhost.:" + port, "", true},
 			{"loopback IP", "127.0.0.1:" + port, "", true},
 			{"allowed name, any case", "GW.Example.TEST:" + port, "", true},
+			{"listen name", "gw-listen.example.test:" + port, "", true},
 			{"same-host origin", addr, "http://" + addr, true},
 			{"rebinding name", "rebind.evil.example:" + port, "", false},
 			{"rebinding name, no port", "rebind.evil.example", "", false},
