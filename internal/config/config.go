@@ -58,6 +58,8 @@ type Config struct {
 	// ServersKey is the key the servers were read from: "mcpServers", or
 	// "servers" for a VS Code mcp.json.
 	ServersKey string
+	// HTTP configures the streamable HTTP frontend; see http.go.
+	HTTP HTTP
 }
 
 // Audit is the "audit" object.
@@ -243,6 +245,7 @@ type fileFormat struct {
 	// them is matched against their keys for a did-you-mean.
 	Search json.RawMessage `json:"search,omitempty"`
 	Audit  json.RawMessage `json:"audit,omitempty"`
+	HTTP   json.RawMessage `json:"http,omitempty"`
 	Exposure
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
@@ -422,6 +425,14 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		}
 		if cfg.Audit.MaxSizeMB < 0 || cfg.Audit.MaxFiles < 0 {
 			return nil, &Error{File: file, Msg: fmt.Sprintf("audit: max_size_mb (%d) and max_files (%d) must be positive (0: the default)", cfg.Audit.MaxSizeMB, cfg.Audit.MaxFiles)}
+		}
+	}
+	if len(ff.HTTP) > 0 {
+		if err := strictDecode(ff.HTTP, &cfg.HTTP); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("http: %v", err)}
+		}
+		if err := cfg.HTTP.validate(); err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
 		}
 	}
 	if err := cfg.Search.validate(cfg.Dir); err != nil {

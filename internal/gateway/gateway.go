@@ -57,6 +57,12 @@ type Options struct {
 	// server through it instead of its command or URL (tests, benchmarks,
 	// programs embedding servers in process).
 	UpstreamTransport func(cfg *config.Server) mcp.Transport
+	// StartInBackground makes New return before the configured servers are
+	// connected and indexed: a server that is slow or never answers does
+	// not hold up the client's initialize. Their tools appear as each
+	// server comes up (see WaitStarted and Starting). Without it, New
+	// returns once every server has been tried (one-off commands).
+	StartInBackground bool
 }
 
 // Gateway is a running toolgate instance.
@@ -83,6 +89,8 @@ type Gateway struct {
 
 	ctx    context.Context // lives until Close; used for background re-listing
 	cancel context.CancelFunc
+
+	startup startup // configured servers still being connected and indexed
 
 	cache   *catcache.Cache // tool lists of configured servers, for lazy ones
 	listMu  sync.Mutex
@@ -159,6 +167,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		uopts.ClientMiddleware = g.pt.clientMiddleware
 	}
 	g.ups = upstream.NewManager(uopts)
+	g.metrics.serverLabel = g.metricServer
 	g.servers = map[scope]*mcp.Server{}
 	for _, s := range []scope{scopeConnection, scopeStateless} {
 		if opts.Config.Mode == config.ModePassthrough {
@@ -177,7 +186,13 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if ign := opts.Config.Ignored; len(ign) > 0 {
 		log.Info("config: ignoring settings of other MCP clients", "keys", strings.Join(ign, ","))
 	}
-	g.startConfigured(ctx)
+	if opts.StartInBackground {
+		// The client's context may be short (a request's); the startup
+		// lives as long as the gateway.
+		g.startConfigured(g.ctx, true)
+	} else {
+		g.startConfigured(ctx, false)
+	}
 	return g, nil
 }
 
@@ -232,7 +247,10 @@ func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 	return out, nil
 }
 
-func (g *Gateway) startConfigured(ctx context.Context) {
+// startConfigured connects and indexes every configured server
+// concurrently. In the background it returns at once; each server leaves
+// the starting set when it is indexed or has failed.
+func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 	names := make([]string, 0, len(g.cfg.Servers))
 	for n, s := range g.cfg.Servers {
 		if s.Disabled {
@@ -246,23 +264,37 @@ func (g *Gateway) startConfigured(ctx context.Context) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var wg sync.WaitGroup
+	var srvs []*upstream.Server
 	for _, n := range names {
 		srv, err := g.ups.Add(g.cfg.Servers[n])
 		if err != nil {
 			g.log.Warn("skipping server", "server", n, "error", err)
 			continue
 		}
-		wg.Add(1)
+		srvs = append(srvs, srv)
+	}
+	g.startup.begin(len(srvs))
+	for _, srv := range srvs {
+		g.startup.add(srv.Name())
+	}
+	for _, srv := range srvs {
 		go func() {
-			defer wg.Done()
-			if err := g.indexConfigured(ctx, srv); err != nil {
+			n := srv.Name()
+			defer g.serverStarted(n)
+			if err := g.indexConfigured(ctx, srv); err != nil && ctx.Err() == nil {
 				g.log.Warn("skipping server: it failed to start or list its tools; the others keep working", "server", n, "error", err)
 			}
 		}()
 	}
-	wg.Wait()
-	g.log.Info("gateway ready", "servers", len(g.ups.Servers()), "tools", g.cat.Len())
+	done := func() {
+		g.startup.wg.Wait()
+		g.log.Info("gateway ready", "servers", len(g.ups.Servers()), "tools", g.cat.Len())
+	}
+	if background {
+		go done()
+		return
+	}
+	done()
 }
 
 // indexConfigured puts a configured server's tools in the catalogue. A lazy
@@ -271,7 +303,11 @@ func (g *Gateway) startConfigured(ctx context.Context) {
 func (g *Gateway) indexConfigured(ctx context.Context, srv *upstream.Server) error {
 	cfg := srv.Config()
 	if !cfg.Lazy {
-		return g.index(ctx, srv, 0)
+		if err := g.index(ctx, srv, 0); err != nil {
+			return err
+		}
+		g.log.Info("indexed server", "server", srv.Name(), "tools", g.toolCount(srv.Name()))
+		return nil
 	}
 	e, ok, err := g.cache.Load(cfg)
 	if err != nil {
@@ -279,13 +315,13 @@ func (g *Gateway) indexConfigured(ctx context.Context, srv *upstream.Server) err
 	}
 	if ok {
 		g.catalogue(ctx, srv.Name(), e.Tools, false)
-		g.log.Info("indexed lazy server from the catalogue cache; it starts on first call", "server", srv.Name(), "tools", len(e.Tools), "cached", e.Updated.Format(time.RFC3339))
+		g.log.Info("indexed lazy server from the catalogue cache; it starts on first call", "server", srv.Name(), "tools", g.toolCount(srv.Name()), "cached", e.Updated.Format(time.RFC3339))
 		return nil
 	}
 	err = g.index(ctx, srv, 0)
 	srv.Stop()
 	if err == nil {
-		g.log.Info("lazy server listed and stopped; it starts on first call", "server", srv.Name())
+		g.log.Info("indexed lazy server; stopped until its first call", "server", srv.Name(), "tools", g.toolCount(srv.Name()))
 	}
 	return err
 }
@@ -330,7 +366,9 @@ func (g *Gateway) index(ctx context.Context, srv *upstream.Server, after int) er
 			g.log.Warn("catalogue cache not updated", "server", name, "error", err)
 		}
 	}
-	g.log.Info("indexed server", "server", name, "tools", len(tools))
+	// Startup (indexConfigured) and load_mcp_server report the result
+	// once; re-lists are routine.
+	g.log.Debug("listed server", "server", name, "listed", len(tools))
 	return nil
 }
 
@@ -444,6 +482,12 @@ func (g *Gateway) Close() error {
 	if g.ups != nil {
 		errs = append(errs, g.ups.Close())
 	}
+	// Servers still starting in the background end with their upstreams;
+	// they must not catalogue or record anything after the audit log and
+	// the extensions are closed.
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = g.WaitStarted(wctx)
+	wcancel()
 	if g.pipe != nil {
 		errs = append(errs, g.pipe.Close())
 	}

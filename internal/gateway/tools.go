@@ -340,11 +340,14 @@ func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]e
 	if len(results) > req.TopK {
 		results = results[:req.TopK]
 	}
-	note := ""
+	var notes []string
 	if res.Partial {
-		note = res.Note
+		notes = append(notes, res.Note)
 	}
-	return results, note, nil
+	if n := g.startingNote(); n != "" {
+		notes = append(notes, n)
+	}
+	return results, strings.Join(notes, " "), nil
 }
 
 func renderSearch(query string, out SearchOutput, threshold float64) string {

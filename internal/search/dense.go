@@ -221,7 +221,8 @@ func (d *Dense) Wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Close stops the background indexer.
+// Close stops the background indexer without waiting for the queue: the
+// batch being embedded is abandoned and the rest stays pending.
 func (d *Dense) Close() error {
 	select {
 	case <-d.stop:
@@ -234,9 +235,24 @@ func (d *Dense) Close() error {
 
 func (d *Dense) worker() {
 	defer close(d.exited)
+	// Close cancels the batch being embedded and drops the queue: shutdown
+	// does not wait for thousands of pending tools. What was embedded is in
+	// the vector cache already, so the next start resumes from there.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-d.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var start time.Time
 	lastLog := time.Now()
 	for {
+		if ctx.Err() != nil {
+			return
+		}
 		d.mu.Lock()
 		batch := make([]job, 0, embedBatch)
 		for len(d.queue) > 0 && len(batch) < embedBatch {
@@ -269,7 +285,10 @@ func (d *Dense) worker() {
 		for i, j := range batch {
 			texts[i] = j.text
 		}
-		vecs, err := d.emb.Embed(context.Background(), texts)
+		vecs, err := d.emb.Embed(ctx, texts)
+		if ctx.Err() != nil {
+			return // closing: the batch stays pending, like the rest of the queue
+		}
 		if err == nil && len(vecs) != len(batch) {
 			err = fmt.Errorf("model returned %d vectors for %d texts", len(vecs), len(batch))
 		}

@@ -347,3 +347,56 @@ func TestTopHits(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDoesNotWaitForTheQueue: shutting down with thousands of tools
+// still to embed returns at once (issue: SIGTERM waited 58 s for 3,000
+// tools); what was embedded before is in the vector cache, so a restart
+// embeds only the rest.
+func TestCloseDoesNotWaitForTheQueue(t *testing.T) {
+	dir := t.TempDir()
+	emb := newCounting()
+	emb.gate = make(chan struct{})
+	cache, err := OpenVecCache(dir, emb.ModelID(), emb.Dim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDense(emb, cache, nil)
+	const n = 3000
+	docs := make([]Doc, n)
+	for i := range docs {
+		docs[i] = Doc{ID: fmt.Sprintf("s__tool%d", i), Server: "s", Name: fmt.Sprintf("tool%d", i), Description: fmt.Sprintf("does task number %d", i)}
+	}
+	d.Set(context.Background(), "s", docs)
+	// Let exactly one batch through, then hold the indexer in the next.
+	release := make(chan struct{})
+	go func() {
+		emb.gate <- struct{}{}
+		close(release)
+	}()
+	<-release
+	for d.Pending() > n-embedBatch {
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	closed := make(chan struct{})
+	go func() { d.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		close(emb.gate) // unblock the old code so the test ends
+		t.Fatal("Close waited for the embedding queue")
+	}
+	if p := d.Pending(); p < n-2*embedBatch {
+		t.Fatalf("Pending after Close = %d: the queue was embedded instead of dropped", p)
+	}
+	cache.Close()
+
+	cache, err = OpenVecCache(dir, emb.ModelID(), emb.Dim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	if got := cache.Len(); got != embedBatch {
+		t.Fatalf("vector cache holds %d vectors after Close, want the %d embedded before it", got, embedBatch)
+	}
+}
