@@ -171,6 +171,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 			g.Close()
 			return nil, err
 		}
+		g.seal(g.servers[s])
 	}
 	g.startConfigured(ctx)
 	return g, nil
@@ -311,6 +312,7 @@ func (g *Gateway) index(ctx context.Context, srv *upstream.Server, after int) er
 		return err
 	}
 	ls.starts = srv.Status().Starts
+	tools = g.refuseSecretNames(ctx, name, tools) // before the cache writes them
 	g.catalogue(ctx, name, tools, g.runTime(name))
 	if cfg, ok := g.cfg.Servers[name]; ok && cfg == srv.Config() {
 		if err := g.cache.Save(cfg, tools); err != nil {
@@ -376,6 +378,7 @@ func (g *Gateway) toolRefs() []extension.ToolRef {
 // is left in the catalogue and records each new or changed definition. A
 // list filter that fails hides the whole list (fail closed).
 func (g *Gateway) catalogue(ctx context.Context, server string, tools []*mcp.Tool, runTime bool) {
+	tools = g.refuseSecretNames(ctx, server, tools)
 	tools, err := g.pipe.List(ctx, &extension.ListRequest{ServerName: server, RunTime: runTime}, tools)
 	if err != nil {
 		g.log.Error("list filter refused the server's tools; none are searchable", "server", server, "error", err)
