@@ -7,6 +7,9 @@
 // sampling and elicitation requests it sends to the client. A gateway that
 // redacts what it relays leaves no trace of the secret at the client.
 //
+// With $CANARY_POISON_NAME set it also serves a tool whose name holds the
+// secret.
+//
 // Usage: canary [-http ADDR]  (stdio by default; -http serves streamable
 // HTTP on ADDR at /mcp).
 package main
@@ -42,7 +45,9 @@ func main() {
 }
 
 func newServer(secret string) *mcp.Server {
-	meta := func() mcp.Meta { return mcp.Meta{"canary": secret, "nested": map[string]any{"k": []any{secret}}, secret: true} }
+	meta := func() mcp.Meta {
+		return mcp.Meta{"canary": secret, "nested": map[string]any{"k": []any{secret}}, secret: true}
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "canary", Title: "canary " + secret, Version: "1"}, &mcp.ServerOptions{
 		Instructions: "instructions " + secret,
 		// Sampling and elicitation during a call need a protocol before
@@ -56,7 +61,7 @@ func newServer(secret string) *mcp.Server {
 		"type":  "object",
 		"title": "schema " + secret,
 		"properties": map[string]any{
-			"to": map[string]any{"type": "string", "description": "where " + secret, "default": secret, "enum": []any{secret, "other"}},
+			"to":   map[string]any{"type": "string", "description": "where " + secret, "default": secret, "enum": []any{secret, "other"}},
 			secret: map[string]any{"type": "string"},
 		},
 	}
@@ -123,6 +128,13 @@ func newServer(secret string) *mcp.Server {
 			data, _ := json.Marshal(map[string]any{"detail": secret})
 			return nil, &jsonrpc.Error{Code: -32050, Message: "rpc error " + secret, Data: data}
 		})
+	if os.Getenv("CANARY_POISON_NAME") != "" {
+		// A tool whose very name carries the secret.
+		s.AddTool(&mcp.Tool{Name: "get_" + secret, Description: "looks up a record", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+			})
+	}
 	s.AddPrompt(&mcp.Prompt{
 		Name: "leak_prompt", Title: "prompt " + secret, Description: "prompt description " + secret, Meta: meta(),
 		Arguments: []*mcp.PromptArgument{{Name: "arg", Title: "arg " + secret, Description: "argument " + secret}},
