@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/secrets"
 )
 
 // runServers implements `toolgate servers`: the configured servers, the
@@ -38,7 +39,7 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	for name, s := range cfg.Servers {
 		r := &row{name: name, source: "config", transport: s.Transport}
 		if s.IsRemote() {
-			r.target = s.URL
+			r.target = secrets.StripURL(s.URL)
 		} else {
 			r.target = strings.TrimSpace(s.Command + " " + strings.Join(s.Args, " "))
 		}
