@@ -342,7 +342,7 @@ func (f *Flow) classify(qualified, tool string, def *mcp.Tool, args map[string]a
 // that carries data. Words are matched against the parts of a property
 // name (snake_case, camelCase and kebab-case split).
 var (
-	destinationWords = set("url urls uri uris href link links endpoint webhook webhooks callback to recipient recipients email emails mail cc bcc channel channels phone sms address host hostname domain server target destination dest remote upload")
+	destinationWords = set("url urls uri uris href link links endpoint webhook webhooks callback to recipient recipients email emails mail cc bcc channel channels phone sms host hostname domain destination dest remote")
 	bodyWords        = set("body content contents payload data message messages text attachment attachments file blob")
 )
 
