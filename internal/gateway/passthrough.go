@@ -26,7 +26,9 @@ import (
 // response filters), and everything else MCP carries is relayed to the
 // upstream that owns it, in both directions. Hybrid mode serves the
 // meta-tools plus the configured pinned tools this way. docs/passthrough.md
-// describes the behaviour; this file is its implementation.
+// describes the behaviour; this file is its implementation. Nothing here
+// masks secrets: seal (redact.go) masks every message the client-facing
+// server sends, whatever relay produced it.
 
 // uriPrefix marks a resource URI (or URI template) that more than one
 // upstream serves: toolgate://SERVER/ORIGINAL. Server names never contain
@@ -293,7 +295,6 @@ func (p *passthrough) listTools(ctx context.Context, sc scope, req *mcp.ListTool
 		}
 		def := *t.Def
 		def.Name = p.exposeTool(t)
-		def.Description = p.g.redactString(def.Description)
 		out.Tools = append(out.Tools, &def)
 		names = append(names, r.Name)
 	}
@@ -344,11 +345,11 @@ func (p *passthrough) callTool(ctx context.Context, sc scope, req *mcp.CallToolR
 	if err != nil {
 		var rpc *jsonrpc.Error
 		if errors.As(err, &rpc) && !isDenial(err) {
-			return nil, p.g.redactRPCError(rpc)
+			return nil, rpc
 		}
 		return nil, filterRPCError(err)
 	}
-	return p.g.redactResult(res), nil
+	return res, nil
 }
 
 func isDenial(err error) bool { _, ok := extension.AsDenial(err); return ok }
@@ -756,9 +757,6 @@ func (p *passthrough) readResource(ctx context.Context, req *mcp.ReadResourceReq
 				c.URI = uri
 			}
 		}
-		if c != nil {
-			c.Text = p.g.redactString(c.Text)
-		}
 	}
 	return res, nil
 }
@@ -817,7 +815,6 @@ func (p *passthrough) listPrompts(ctx context.Context, req *mcp.ListPromptsReque
 		for _, pr := range l.prompts {
 			c := *pr
 			c.Name = p.expose(l.server, pr.Name)
-			c.Description = p.g.redactString(c.Description)
 			res.Prompts = append(res.Prompts, &c)
 		}
 	}
@@ -842,19 +839,6 @@ func (p *passthrough) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) 
 	})
 	if err != nil {
 		return nil, relayErr(err)
-	}
-	for _, m := range res.Messages {
-		if m == nil {
-			continue
-		}
-		switch c := m.Content.(type) {
-		case *mcp.TextContent:
-			c.Text = p.g.redactString(c.Text)
-		case *mcp.EmbeddedResource:
-			if c.Resource != nil {
-				c.Resource.Text = p.g.redactString(c.Resource.Text)
-			}
-		}
 	}
 	return res, nil
 }
@@ -934,9 +918,6 @@ func (p *passthrough) clientOptions(server string) mcp.ClientOptions {
 		},
 		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) {
 			params := *req.Params
-			if s, ok := params.Data.(string); ok {
-				params.Data = p.g.redactString(s)
-			}
 			if params.Logger == "" {
 				params.Logger = server
 			}
@@ -1046,14 +1027,6 @@ func placeholderPromptHandler(context.Context, *mcp.GetPromptRequest) (*mcp.GetP
 
 func placeholderResourceHandler(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	return nil, mcp.ResourceNotFoundError(req.Params.URI)
-}
-
-// redactString masks known secrets in text sent to the client.
-func (g *Gateway) redactString(s string) string {
-	if g.redact == nil || s == "" {
-		return s
-	}
-	return g.redact.String(s)
 }
 
 // clientMiddleware relays the server-to-client requests the SDK client
