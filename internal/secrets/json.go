@@ -149,11 +149,4 @@ func (r *Redactor) matcherFor() *matcher {
 	return r.m.Load()
 }
 
-func (m *matcher) mayContainBytes(b []byte) bool {
-	for _, p := range m.probes {
-		if bytes.Contains(b, []byte(p)) {
-			return true
-		}
-	}
-	return false
-}
+func (m *matcher) mayContainBytes(b []byte) bool { return scan(m, b) }

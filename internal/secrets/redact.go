@@ -69,8 +69,50 @@ type matcher struct {
 	long  *strings.Replacer // values of wordLen or more, longest first
 	short []string          // shorter values, matched as whole tokens, longest first
 	// probes are every value in raw and JSON-escaped form: a text or an
-	// encoding containing none of them needs no further work.
-	probes []string
+	// encoding containing none of them needs no further work. byPrefix
+	// indexes them by their first three bytes (every value has three), and
+	// prefixes is a bitset of hashes of those, so the check is one pass
+	// over the text whatever the number of secrets.
+	probes   []string
+	byPrefix map[uint32][]string
+	prefixes [1 << 16 / 8]byte
+}
+
+func trigram[T string | []byte](s T, i int) uint32 {
+	return uint32(s[i])<<16 | uint32(s[i+1])<<8 | uint32(s[i+2])
+}
+
+func bit(k uint32) uint32 { return (k * 2654435761) >> 16 }
+
+func (m *matcher) addProbe(p string) {
+	m.probes = append(m.probes, p)
+	k := trigram(p, 0)
+	m.byPrefix[k] = append(m.byPrefix[k], p)
+	h := bit(k)
+	m.prefixes[h/8] |= 1 << (h % 8)
+}
+
+// scan reports whether text contains a probe.
+func scan[T string | []byte](m *matcher, text T) bool {
+	for i := 0; i+2 < len(text); i++ {
+		k := trigram(text, i)
+		if h := bit(k); m.prefixes[h/8]&(1<<(h%8)) == 0 {
+			continue
+		}
+	probes:
+		for _, p := range m.byPrefix[k] {
+			if len(text)-i < len(p) {
+				continue
+			}
+			for j := 3; j < len(p); j++ {
+				if text[i+j] != p[j] {
+					continue probes
+				}
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // NewRedactor returns a Redactor knowing values.
@@ -110,7 +152,7 @@ func (r *Redactor) Add(values ...string) {
 		}
 		return vs[i] < vs[j]
 	})
-	m := &matcher{}
+	m := &matcher{byPrefix: map[uint32][]string{}}
 	var pairs []string
 	for _, v := range vs {
 		if len(v) >= wordLen {
@@ -118,9 +160,9 @@ func (r *Redactor) Add(values ...string) {
 		} else {
 			m.short = append(m.short, v)
 		}
-		m.probes = append(m.probes, v)
+		m.addProbe(v)
 		if e := jsonEscaped(v); e != v {
-			m.probes = append(m.probes, e)
+			m.addProbe(e)
 		}
 	}
 	if len(pairs) > 0 {
@@ -153,14 +195,7 @@ func (r *Redactor) String(s string) string {
 // Contains reports whether s holds a known secret.
 func (r *Redactor) Contains(s string) bool { return r.String(s) != s }
 
-func (m *matcher) mayContain(s string) bool {
-	for _, p := range m.probes {
-		if strings.Contains(s, p) {
-			return true
-		}
-	}
-	return false
-}
+func (m *matcher) mayContain(s string) bool { return scan(m, s) }
 
 // replaceToken masks the occurrences of v in s that are whole tokens.
 func replaceToken(s, v string) string {

@@ -285,3 +285,19 @@ func TestStripURLs(t *testing.T) {
 		t.Fatal("non-URLs handled as URLs")
 	}
 }
+
+// TestShortTokenMasked: a tokens-file value shorter than six characters
+// (ignored before issue 14) is masked as a whole token.
+func TestShortTokenMasked(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tokens"), []byte("api=tk7q\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRedactor()
+	if _, err := OpenTokens(dir, func(string) (string, bool) { return "", false }, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.String(`Authorization: Bearer tk7q`); got != "Authorization: Bearer "+Mask {
+		t.Fatalf("short token: %q", got)
+	}
+}
