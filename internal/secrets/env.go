@@ -122,7 +122,7 @@ var sensitiveWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "C
 
 // sensitiveParts mark it when they are a whole part of its name (split at
 // '_', '-' and '.'): "PAT" in GH_PAT but not in PATH.
-var sensitiveParts = []string{"PAT", "PASS", "PW", "PWD", "DSN", "SIG", "APIKEY", "CREDS", "BEARER", "JWT"}
+var sensitiveParts = []string{"PAT", "PASS", "PW", "DSN", "SIG", "APIKEY", "CREDS", "BEARER", "JWT"}
 
 // ConfigValues lists the values a config makes secret. Every value that
 // came from a credential source is one, whatever its name or length: .env
@@ -139,7 +139,10 @@ func ConfigValues(cfg *config.Config, environ []string) []string {
 		out = append(out, v)
 		out = append(out, URLSecrets(v)...)
 	}
-	for _, v := range cfg.DotEnv {
+	for k, v := range cfg.DotEnv {
+		if k == TokensFileVar {
+			continue // where the tokens are, not a token: it is logged
+		}
 		addAll(v)
 	}
 	for _, s := range cfg.Servers {

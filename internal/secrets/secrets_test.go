@@ -185,7 +185,7 @@ func TestConfigValuesEveryCredentialSource(t *testing.T) {
 		},
 	}
 	environ := []string{
-		"HOME=/root", "PATH=/usr/bin",
+		"HOME=/root", "PATH=/usr/bin", "PWD=/work/dir", "OLDPWD=/old/dir",
 		"GH_PAT=ghp_a1b2c3d4e5f6g7h8i9j0",
 		"DATABASE_URL=postgres://app:dbpw77@db.internal:5432/app",
 		"SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX",
@@ -205,7 +205,7 @@ func TestConfigValuesEveryCredentialSource(t *testing.T) {
 	}
 	// Plain words and tiny values are never masked; short values only as
 	// whole tokens; the gateway's ordinary variables not at all.
-	for _, plain := range []string{"production", "true", "1", "eu", "/root", "/usr/bin", "lzq9xl is a word", "stok12s"} {
+	for _, plain := range []string{"production", "true", "1", "eu", "/root", "/usr/bin", "/work/dir", "/old/dir", "lzq9xl is a word", "stok12s"} {
 		if got := r.String(plain); got != plain {
 			t.Errorf("%q masked: %q", plain, got)
 		}
