@@ -38,6 +38,12 @@ func (g *Gateway) seal(s *mcp.Server) {
 				g.log.Error("redaction failed; the result was withheld", "method", method, "error", rerr)
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the result could not be checked for secrets, so it was withheld"}
 			}
+			// The encoding drops what a result holds for Go code only.
+			if in, ok := res.(*mcp.CallToolResult); ok && in.GetError() != nil {
+				if o, ok := out.(*mcp.CallToolResult); ok && o != in {
+					o.SetError(in.GetError())
+				}
+			}
 			return out.(mcp.Result), nil
 		}
 	})
