@@ -4,10 +4,13 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +38,25 @@ func TestRedactCredentialSources(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("SHORT_VALUE="+short+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The remote server answers at first (so its tools are catalogued),
+	// then goes away: the call error quotes its URL.
+	remoteAddr := freeAddr(t)
+	remote := exec.Command(helperBinary(t, "canary", "./test/servers/canary"), "-http", remoteAddr)
+	remote.Env = append(os.Environ(), "CANARY_SECRET=unrelated-canary-value")
+	remote.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := remote.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = remote.Process.Kill(); _ = remote.Wait() })
+	if !waitFor(20*time.Second, func() bool {
+		c, err := net.Dial("tcp", remoteAddr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		t.Fatal("the remote canary did not listen")
+	}
 	everything := stdioServer("everything")
 	everything["env"] = map[string]any{"SHORT": "$SHORT_VALUE"}
 	everything["env_allow"] = []string{"GH_PAT", "DATABASE_URL", "SLACK_WEBHOOK_URL"}
@@ -43,7 +65,7 @@ func TestRedactCredentialSources(t *testing.T) {
 		"search": map[string]any{"mode": "lexical"},
 		"mcpServers": map[string]any{
 			"everything": everything,
-			"remote":     map[string]any{"url": "http://" + freeAddr(t) + "/mcp?api_key=" + urlKey},
+			"remote":     map[string]any{"url": "http://" + remoteAddr + "/mcp?api_key=" + urlKey},
 		},
 	})
 	c, logs := connectCanaryHTTP(t, cfg)
@@ -63,6 +85,20 @@ func TestRedactCredentialSources(t *testing.T) {
 			t.Fatalf("get-env lacks %s: %s", name, env)
 		}
 	}
+	// A call to the remote server once it is gone: the error names the
+	// server's URL, never its key.
+	res, err = c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "fails as a tool", "top_k": 5}})
+	if err != nil || res.IsError || !strings.Contains(text(res)+fmtJSON(res.StructuredContent), "remote__fail_tool") {
+		t.Fatalf("search for the remote tool: %v %v", err, res)
+	}
+	_ = remote.Process.Kill()
+	_ = remote.Wait()
+	res, err = c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "remote__fail_tool"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("call to a dead remote: %v %v", err, res)
+	}
+	callErr := text(res)
+	t.Logf("call error: %s", callErr)
 	// /status once the remote server's connection has failed.
 	base := strings.TrimSuffix(connectBase(t, logs), "/mcp")
 	var status string
@@ -72,7 +108,8 @@ func TestRedactCredentialSources(t *testing.T) {
 	}) {
 		t.Fatalf("the remote server never failed: %s", status)
 	}
-	for what, text := range map[string]string{"the client": c.wire.String(), "/status": status, "the log": logs.String()} {
+	t.Logf("status: %s", status)
+	for what, text := range map[string]string{"the client": c.wire.String(), "the call error": callErr, "/status": status, "the log": logs.String()} {
 		for name, secret := range map[string]string{"GH_PAT": pat, "DATABASE_URL password": dbpw, "Slack webhook": hook, "short .env value": short, "URL query key": urlKey} {
 			if strings.Contains(text, secret) {
 				t.Errorf("%s holds the %s: %s", what, name, excerpt(text, secret))
@@ -168,6 +205,8 @@ func httpGet(t *testing.T, url string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+func fmtJSON(v any) string { return string(mustJSON(v)) }
 
 func excerpt(text, s string) string {
 	i := strings.Index(text, s)
