@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // jsonEscaped is v as it appears inside a JSON string written by
@@ -17,11 +18,12 @@ func jsonEscaped(v string) string {
 	return string(b[1 : len(b)-1])
 }
 
-// value masks the strings of a decoded JSON value. Object keys are masked
-// for long values only: a short value is matched as a whole token, and the
-// keys of a protocol message ("type", "text", "name") are exactly such
-// tokens. Numbers whose digits hold a secret become 0: a number cannot
-// carry the mask.
+// value masks the strings of a decoded JSON value, object keys included
+// (a hostile server can put a secret in a _meta or schema key), except the
+// field names of the protocol itself: a .env value such as "name" or
+// "type" would otherwise break every message, and a word every message
+// carries discloses nothing. Numbers whose digits hold a secret become 0:
+// a number cannot carry the mask.
 func (r *Redactor) value(v any) (any, bool) {
 	if r == nil {
 		return v, false
@@ -44,8 +46,8 @@ func (r *Redactor) value(v any) (any, bool) {
 		out := make(map[string]any, len(x))
 		for k, e := range x {
 			nk := k
-			if m.long != nil && m.mayContain(k) {
-				nk = m.long.Replace(k)
+			if !protocolKeys[k] {
+				nk = r.String(k)
 			}
 			ne, c := r.value(e)
 			if _, dup := out[nk]; dup {
@@ -72,6 +74,24 @@ func (r *Redactor) value(v any) (any, bool) {
 		return out, true
 	}
 	return v, false
+}
+
+// protocolKeys are the object keys of MCP and JSON-RPC messages and of
+// the JSON schemas they carry.
+var protocolKeys = map[string]bool{}
+
+func init() {
+	for _, k := range strings.Fields(`jsonrpc id method params result error code message data
+		_meta name title description type text uri mimeType blob size icons src annotations audience priority lastModified
+		content contents messages role model tools prompts resources resourceTemplates uriTemplate arguments required
+		inputSchema outputSchema structuredContent isError nextCursor cursor completion values total hasMore ref argument
+		progress progressToken level logger systemPrompt maxTokens stopReason requestedSchema action includeContext
+		metadata temperature modelPreferences hints roots capabilities serverInfo clientInfo protocolVersion instructions
+		properties items enum default format minimum maximum minLength maxLength pattern anyOf oneOf allOf not const
+		$schema $ref $defs definitions additionalProperties examples readOnlyHint destructiveHint idempotentHint openWorldHint
+		ttlMs cacheScope resultType inputRequests requestState`) {
+		protocolKeys[k] = true
+	}
 }
 
 // JSON masks every known secret in a JSON document: every string and key

@@ -248,9 +248,14 @@ func TestRedactorEncodings(t *testing.T) {
 			t.Fatalf("JSON left %q: %s", leak, out)
 		}
 	}
-	// A short value as an object key is kept (keys are protocol words).
-	if !strings.Contains(string(out), `"zq9x":"[REDACTED]"`) {
+	// Keys are masked too, except the protocol's own field names.
+	if !strings.Contains(string(out), `"[REDACTED]":"[REDACTED]"`) {
 		t.Fatalf("JSON: %s", out)
+	}
+	r2 := NewRedactor("name", "uriTemplate-x")
+	out, _, err = r2.JSON([]byte(`{"name":"name","uriTemplate":"a","x":{"name":1}}`))
+	if err != nil || string(out) != `{"name":"[REDACTED]","uriTemplate":"a","x":{"name":1}}` {
+		t.Fatalf("protocol keys: %s %v", out, err)
 	}
 	type msg struct {
 		Text string         `json:"text"`
