@@ -75,6 +75,8 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzProcessorAnswers -fuzztime=$(FUZZTIME) ./extensions/extmcp
 	$(GO) test -run=^$$ -fuzz=FuzzSimilarity -fuzztime=$(FUZZTIME) ./extensions/typosquat
 	$(GO) test -run=^$$ -fuzz=FuzzDescriptionClaim -fuzztime=$(FUZZTIME) ./extensions/shadow
+	$(GO) test -run=^$$ -fuzz=FuzzRedactJSON -fuzztime=$(FUZZTIME) ./internal/secrets
+	$(GO) test -run=^$$ -fuzz=FuzzStripURLs -fuzztime=$(FUZZTIME) ./internal/secrets
 
 bench: deps
 	$(GO) run ./bench/latency

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -44,7 +46,10 @@ func (r *Redactor) value(v any) (any, bool) {
 	case map[string]any:
 		changed := false
 		out := make(map[string]any, len(x))
-		for k, e := range x {
+		// In key order, so which of two keys masked alike keeps the plain
+		// mask is the same every time.
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			e := x[k]
 			nk := k
 			if !protocolKeys[k] {
 				nk = r.String(k)
