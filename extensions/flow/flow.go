@@ -369,7 +369,9 @@ func schemaCarries(schema any, depth int) (dest, body []string) {
 		for name, sub := range props {
 			switch propKind(name) {
 			case "dest":
-				dest = append(dest, name)
+				if canAddress(sub) {
+					dest = append(dest, name)
+				}
 			case "body":
 				body = append(body, name)
 			}
@@ -397,6 +399,24 @@ func propKind(name string) string {
 		}
 	}
 	return kind
+}
+
+// canAddress reports whether a property's schema can hold an address: not
+// a number, boolean or date ("to" in a date range is no recipient).
+func canAddress(schema any) bool {
+	m := asMap(schema)
+	if m == nil {
+		return true
+	}
+	switch t, _ := m["type"].(string); t {
+	case "number", "integer", "boolean":
+		return false
+	}
+	switch f, _ := m["format"].(string); f {
+	case "date", "date-time", "time", "duration":
+		return false
+	}
+	return true
 }
 
 func asMap(v any) map[string]any {

@@ -178,6 +178,9 @@ func TestCategory(t *testing.T) {
 		{"x__get_page", "get_page", &mcp.Tool{InputSchema: map[string]any{"type": "object", "properties": map[string]any{"opts": map[string]any{"type": "object", "properties": map[string]any{"callbackUrl": map[string]any{}}}}}}, Send},
 		{"x__get_note", "get_note", &mcp.Tool{InputSchema: map[string]any{"type": "object", "properties": map[string]any{"payload": map[string]any{}}}}, Write},
 		{"x__read_file", "read_file", &mcp.Tool{InputSchema: map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{}}}}, Read},
+		// "to" in a date range or a numeric range is no recipient.
+		{"x__list_events", "list_events", &mcp.Tool{InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+			"from": map[string]any{"type": "string", "format": "date"}, "to": map[string]any{"type": "string", "format": "date"}, "limit": map[string]any{"type": "integer"}}}}, Read},
 		{"x__frob", "frob", &mcp.Tool{Annotations: &mcp.ToolAnnotations{OpenWorldHint: &yes}}, Send},
 		{"x__frob", "frob", &mcp.Tool{Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}}, Write},
 		{"x__get-sum", "get-sum", nil, Read},
