@@ -1,10 +1,13 @@
-// Package flow is the cross_server extension: it classifies every tool as
-// read, write, send, compute or unknown and, per session, refuses data
-// flows between servers that look like exfiltration: a send on one server
-// after a read from another within a window (read_then_send, critical), and
-// optionally any write, send, compute or unknown call after such a read
-// (cross_server_flow, high). Each decision is made under the session's lock,
-// so two concurrent calls cannot both slip past.
+// Package flow is the cross_server extension: it classifies every call as
+// read, write, send, compute or unknown (by the operator's globs, else by
+// name raised by what its arguments can carry; an upstream's annotations
+// only ever make it stricter) and, per session, refuses data flows between
+// servers that look like exfiltration: a send on one server after a read
+// from another within a window (read_then_send, critical), and optionally
+// any write, send, compute or unknown call after such a read
+// (cross_server_flow, high). Every call that follows another server's read
+// is recorded, allowed or not. Each decision is made under the session's
+// lock, so two concurrent calls cannot both slip past.
 package flow
 
 import (
