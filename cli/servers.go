@@ -16,8 +16,8 @@ import (
 
 // runServers implements `toolgate servers`: the configured servers, the
 // servers loaded at run time (from the audit log), and, with --addr, each
-// one's state in a running gateway. It shows commands and URLs, never env
-// or header values.
+// one's state in a running gateway. It shows commands and URLs (without
+// their credentials), never env or header values.
 func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("servers", stderr)
 	cfgFlag := fs.String("config", "", "config file")
@@ -59,7 +59,7 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				if e.Type == audit.ServerLoaded {
 					if _, known := rows[e.Server]; !known {
 						url, _ := e.Fields["url"].(string)
-						rows[e.Server] = &row{name: e.Server, source: "loaded", transport: "http", target: url}
+						rows[e.Server] = &row{name: e.Server, source: "loaded", transport: "http", target: secrets.StripURL(url)}
 					}
 				}
 				return nil

@@ -109,7 +109,11 @@ func TestRedactCredentialSources(t *testing.T) {
 		t.Fatalf("the remote server never failed: %s", status)
 	}
 	t.Logf("status: %s", status)
-	for what, text := range map[string]string{"the client": c.wire.String(), "the call error": callErr, "/status": status, "the log": logs.String()} {
+	listing, err := exec.Command(binPath, "servers", "--config", cfg).CombinedOutput()
+	if err != nil || !strings.Contains(string(listing), "api_key=[REDACTED]") {
+		t.Fatalf("toolgate servers: %v\n%s", err, listing)
+	}
+	for what, text := range map[string]string{"the client": c.wire.String(), "the call error": callErr, "/status": status, "the log": logs.String(), "toolgate servers": string(listing)} {
 		for name, secret := range map[string]string{"GH_PAT": pat, "DATABASE_URL password": dbpw, "Slack webhook": hook, "short .env value": short, "URL query key": urlKey} {
 			if strings.Contains(text, secret) {
 				t.Errorf("%s holds the %s: %s", what, name, excerpt(text, secret))
