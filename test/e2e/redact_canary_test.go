@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,7 +26,7 @@ type canaryClient struct {
 	cs   *mcp.ClientSession
 	wire *syncBuffer
 	// what the relays delivered, to prove each one was exercised
-	sampled, elicited, progress, logs atomic.Int32
+	sampled, elicited, progress, logs, updated atomic.Int32
 }
 
 func (c *canaryClient) options() *mcp.ClientOptions {
@@ -40,6 +41,7 @@ func (c *canaryClient) options() *mcp.ClientOptions {
 		},
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { c.progress.Add(1) },
 		LoggingMessageHandler:       func(context.Context, *mcp.LoggingMessageRequest) { c.logs.Add(1) },
+		ResourceUpdatedHandler:      func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { c.updated.Add(1) },
 	}
 }
 
@@ -153,18 +155,22 @@ func TestRedactCanaryEveryRelay(t *testing.T) {
 					c, logs = connectCanaryHTTP(t, cfg)
 				}
 				exerciseCanary(t, c, mode == "passthrough")
-				for what, text := range map[string]string{"the client": c.wire.String(), "the gateway's log": logs.String()} {
-					if i := strings.Index(text, secret); i >= 0 {
-						lo, hi := max(0, i-300), min(len(text), i+len(secret)+100)
-						t.Errorf("%s received the secret: ...%s...", what, text[lo:hi])
-					}
-				}
 				// The relays ran (the test cannot pass by relaying nothing).
 				if c.sampled.Load() == 0 || c.elicited.Load() == 0 || c.progress.Load() == 0 {
 					t.Errorf("relays not exercised: sampled=%d elicited=%d progress=%d", c.sampled.Load(), c.elicited.Load(), c.progress.Load())
 				}
 				if mode == "passthrough" && c.logs.Load() == 0 {
 					t.Error("no log notification was relayed")
+				}
+				if mode == "passthrough" && !waitFor(10*time.Second, func() bool { return c.updated.Load() > 0 }) {
+					t.Error("no resource update was relayed")
+				}
+				// Then nothing the client received holds the secret.
+				for what, text := range map[string]string{"the client": c.wire.String(), "the gateway's log": logs.String()} {
+					if i := strings.Index(text, secret); i >= 0 {
+						lo, hi := max(0, i-300), min(len(text), i+len(secret)+100)
+						t.Errorf("%s received the secret: ...%s...", what, text[lo:hi])
+					}
 				}
 				if n := strings.Count(c.wire.String(), "[REDACTED]"); n < 20 {
 					t.Errorf("only %d masks on the wire; the canary's fields did not all arrive", n)
@@ -181,6 +187,11 @@ func exerciseCanary(t *testing.T, c *canaryClient, full bool) {
 	if full {
 		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 			t.Fatalf("logging/setLevel: %v", err)
+		}
+	}
+	if full {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "canary://resource"}); err != nil {
+			t.Fatalf("resources/subscribe: %v", err)
 		}
 	}
 	lt, err := cs.ListTools(ctx, nil)

@@ -3,7 +3,8 @@
 // stdio server gets its configured env) and plants it in every field it can
 // send back: tool, prompt and resource definitions (titles, descriptions,
 // schemas, annotations, _meta), results, errors, structured content,
-// resource contents, completions, progress and log notifications, and the
+// resource contents, completions, progress, log and resource-updated
+// notifications, and the
 // sampling and elicitation requests it sends to the client. A gateway that
 // redacts what it relays leaves no trace of the secret at the client.
 //
@@ -53,6 +54,8 @@ func newServer(secret string) *mcp.Server {
 		// Sampling and elicitation during a call need a protocol before
 		// 2026-07-28 (which replaces them with multi round-trip results).
 		SupportedProtocolVersions: []string{"2025-11-25", "2025-06-18"},
+		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{secret, "x-" + secret}, Total: 2}}, nil
 		},
@@ -77,6 +80,9 @@ func newServer(secret string) *mcp.Server {
 		}
 		_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "error", Logger: secret, Data: map[string]any{"detail": secret, "list": []any{secret}}, Meta: meta()})
 		_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "error", Logger: "canary", Data: "string " + secret})
+		// To the sessions subscribed to the resource (the gateway, when a
+		// client subscribed through it).
+		_ = s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "canary://resource", Meta: meta()})
 		var args struct {
 			Sample bool `json:"sample"`
 			Elicit bool `json:"elicit"`
