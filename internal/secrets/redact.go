@@ -19,11 +19,14 @@ const Mask = "[REDACTED]"
 // query) is a secret whatever its name; the only question is how to find it
 // in text without garbling everything else:
 //
-//   - wordLen characters or more: masked wherever it occurs, even inside a
-//     longer word (a key pasted into a URL, a token in a header dump);
-//   - shorter (minLen to wordLen-1): masked only as a whole token, where
-//     neither neighbour is a letter or digit: "ab12" is masked in "key=ab12"
-//     and "ab12." but not in "lab123";
+//   - wordLen characters or more, or shorter but mixing letters and digits
+//     as tokens do ("zq9x"): masked wherever it occurs, even inside a longer
+//     word (a key pasted into a URL, a token in a header dump, or a hostile
+//     server gluing it to other letters);
+//   - shorter and all letters or all digits (minLen to wordLen-1, "blue",
+//     "8080"): masked only as a whole token, where neither neighbour is a
+//     letter or digit: "blue" is masked in "team=blue" and "blue." but not
+//     in "blueprint";
 //   - never: values shorter than minLen, numbers of fewer than four digits,
 //     and the words of ordinary settings (true, off, debug, production...),
 //     listed in plainWords. Masking "1" or "true" everywhere would hide
@@ -41,6 +44,11 @@ var plainWords = map[string]bool{
 	"trace": true, "debug": true, "info": true, "warn": true, "warning": true, "error": true, "fatal": true,
 	"dev": true, "prod": true, "test": true, "local": true, "localhost": true, "staging": true, "production": true, "development": true,
 	"json": true, "text": true, "stdio": true, "http": true, "https": true,
+}
+
+// mixed reports whether v has both a letter and a digit.
+func mixed(v string) bool {
+	return strings.ContainsFunc(v, unicode.IsLetter) && strings.ContainsFunc(v, unicode.IsDigit)
 }
 
 // Masked reports whether value would be masked by a Redactor knowing it,
@@ -66,8 +74,8 @@ type Redactor struct {
 
 // matcher is an immutable snapshot of what a Redactor knows.
 type matcher struct {
-	long  *strings.Replacer // values of wordLen or more, longest first
-	short []string          // shorter values, matched as whole tokens, longest first
+	long  *strings.Replacer // values matched anywhere, longest first
+	short []string          // values matched as whole tokens, longest first
 	// probes are every value in raw and JSON-escaped form: a text or an
 	// encoding containing none of them needs no further work. byPrefix
 	// indexes them by their first three bytes (every value has three), and
@@ -155,7 +163,7 @@ func (r *Redactor) Add(values ...string) {
 	m := &matcher{byPrefix: map[uint32][]string{}}
 	var pairs []string
 	for _, v := range vs {
-		if len(v) >= wordLen {
+		if len(v) >= wordLen || mixed(v) {
 			pairs = append(pairs, v, Mask)
 		} else {
 			m.short = append(m.short, v)

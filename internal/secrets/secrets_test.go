@@ -179,7 +179,7 @@ func TestConfigValuesEveryCredentialSource(t *testing.T) {
 		Servers: map[string]*config.Server{
 			"s": {
 				Env:     map[string]string{"MODE": "k7v", "API_TOKEN": "tok12"},
-				Headers: map[string]string{"Authorization": "Bearer ab3de", "X-Team": "blue5"},
+				Headers: map[string]string{"Authorization": "Bearer ab3de", "X-Team": "blue"},
 			},
 			"r": {URL: "https://user9:pw%2Fx9@api.example/mcp?api_key=qk42&region=eu"},
 		},
@@ -193,7 +193,7 @@ func TestConfigValuesEveryCredentialSource(t *testing.T) {
 	}
 	r := NewRedactor(ConfigValues(cfg, environ)...)
 	for _, leak := range []string{
-		"zq9x", "hunter2-long", "k7v", "tok12", "ab3de", "blue5", "user9", "pw/x9", "pw%2Fx9", "qk42",
+		"zq9x", "hunter2-long", "k7v", "tok12", "ab3de", "blue", "user9", "pw/x9", "pw%2Fx9", "qk42",
 		"ghp_a1b2c3d4e5f6g7h8i9j0", "dbpw77", "postgres://app:dbpw77@db.internal:5432/app",
 		"https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX", "Zk3J9s8dLq2Wm4Xp7Rt1",
 	} {
@@ -205,7 +205,7 @@ func TestConfigValuesEveryCredentialSource(t *testing.T) {
 	}
 	// Plain words and tiny values are never masked; short values only as
 	// whole tokens; the gateway's ordinary variables not at all.
-	for _, plain := range []string{"production", "true", "1", "eu", "/root", "/usr/bin", "/work/dir", "/old/dir", "lzq9xl is a word", "stok12s"} {
+	for _, plain := range []string{"production", "true", "1", "eu", "/root", "/usr/bin", "/work/dir", "/old/dir", "blue5 aside, blueprints"} {
 		if got := r.String(plain); got != plain {
 			t.Errorf("%q masked: %q", plain, got)
 		}
@@ -213,19 +213,23 @@ func TestConfigValuesEveryCredentialSource(t *testing.T) {
 }
 
 func TestRedactorMatchingRules(t *testing.T) {
-	r := NewRedactor("ab12", "1", "true", "on", "100", "abc", "Zk3J9s8dLq2Wm4Xp7Rt1", "p<&>q-long")
+	r := NewRedactor("abde", "1", "true", "on", "100", "abc", "Zk3J9s8dLq2Wm4Xp7Rt1", "p<&>q-long", "zq9x", "8080")
 	tests := map[string]string{
-		"key=ab12":                 "key=" + Mask,
-		"ab12":                     Mask,
-		"lab123":                   "lab123",
-		"ab12ab12":                 "ab12ab12",
-		"(ab12)":                   "(" + Mask + ")",
+		"key=abde":                 "key=" + Mask,
+		"abde":                     Mask,
+		"labdes":                   "labdes",
+		"abdeabde":                 "abdeabde",
+		"(abde)":                   "(" + Mask + ")",
 		"1 true on 100":            "1 true on 100",
 		"abc abcd":                 Mask + " abcd",
 		"xZk3J9s8dLq2Wm4Xp7Rt1x":   "x" + Mask + "x",
-		"é-ab12-é":                 "é-" + Mask + "-é",
+		"é-abde-é":                 "é-" + Mask + "-é",
 		"a p<&>q-long b":           "a " + Mask + " b",
-		"ab12 then ab12 and xab12": Mask + " then " + Mask + " and xab12",
+		"abde then abde and xabde": Mask + " then " + Mask + " and xabde",
+		// A short token mixing letters and digits is masked inside words
+		// too: a hostile server cannot glue it to other letters.
+		"tokenzq9xyz":      "token" + Mask + "yz",
+		"port 8080, 18080": "port " + Mask + ", 18080",
 	}
 	for in, want := range tests {
 		if got := r.String(in); got != want {
