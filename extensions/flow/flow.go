@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -77,12 +78,19 @@ type Flow struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	sweepAt  int // map size at which idle sessions are dropped
 }
 
 type session struct {
 	mu    sync.Mutex
-	reads []read
+	reads []read // at most one per server, the latest, oldest first
+	// dead marks a session dropped from the map by a sweep; a call that
+	// holds it takes the map's current one instead.
+	dead bool
 }
+
+// minSweep is the number of sessions below which none is dropped.
+const minSweep = 1024
 
 type read struct {
 	at     time.Time
@@ -152,26 +160,45 @@ func (f *Flow) Provision(_ context.Context, h extension.Host) error {
 
 func (f *Flow) CallFilter() extension.CallFilter { return f.check }
 
-func (f *Flow) session(key string) *session {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.sessions[key]
-	if s == nil {
-		s = &session{}
-		f.sessions[key] = s
+// session returns key's session, locked. Sessions with no read inside
+// the window are dropped once the map grows past sweepAt, so the map holds
+// the sessions that matter, not every session ever seen.
+func (f *Flow) session(key string, now time.Time, keep time.Duration) *session {
+	for {
+		f.mu.Lock()
+		if len(f.sessions) >= max(f.sweepAt, minSweep) {
+			for k, s := range f.sessions {
+				if k != key && s.mu.TryLock() {
+					if n := len(s.reads); n == 0 || now.Sub(s.reads[n-1].at) >= keep {
+						s.dead = true
+						delete(f.sessions, k)
+					}
+					s.mu.Unlock()
+				}
+			}
+			f.sweepAt = 2 * len(f.sessions)
+		}
+		s := f.sessions[key]
+		if s == nil {
+			s = &session{}
+			f.sessions[key] = s
+		}
+		f.mu.Unlock()
+		s.mu.Lock()
+		if !s.dead {
+			return s
+		}
+		s.mu.Unlock()
 	}
-	return s
 }
 
 func (f *Flow) check(ctx context.Context, c *extension.CallRequest) (err error) {
 	cl := f.classify(c.ToolName, c.Tool, c.Def, c.Arguments)
 	cat := cl.category
-	s := f.session(c.Session + "\x00" + c.Principal)
 	now := f.now()
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	keep := max(f.cfg.ReadThenSend.window, f.cfg.CrossServerFlow.window)
+	s := f.session(c.Session+"\x00"+c.Principal, now, keep)
+	defer s.mu.Unlock()
 	i := 0
 	for i < len(s.reads) && now.Sub(s.reads[i].at) >= keep {
 		i++
@@ -181,6 +208,7 @@ func (f *Flow) check(ctx context.Context, c *extension.CallRequest) (err error) 
 		// A refused call read nothing.
 		defer func() {
 			if err == nil {
+				s.reads = slices.DeleteFunc(s.reads, func(r read) bool { return r.server == c.ServerName })
 				s.reads = append(s.reads, read{at: now, server: c.ServerName, tool: c.ToolName})
 			}
 		}()

@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -226,3 +227,42 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }
+
+// TestSessionsBounded: sessions with nothing inside the window are
+// dropped as new ones come, and a tainted session survives the sweeps.
+func TestSessionsBounded(t *testing.T) {
+	f, now, _ := newFlow(t, `{}`)
+	if err := do(f, "victim", "vault", "read_secret"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 * minSweep {
+		if err := do(f, fmt.Sprint("s", i), "x", "frobnicate"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	n := len(f.sessions)
+	f.mu.Unlock()
+	if n > 2*minSweep {
+		t.Fatalf("%d sessions kept", n)
+	}
+	*now = now.Add(time.Second)
+	if d, _ := extension.AsDenial(do(f, "victim", "mail", "send_email")); d == nil {
+		t.Fatal("the tainted session was dropped by a sweep")
+	}
+}
+
+// TestReadsBounded: a session keeps one read per server, however many
+// reads it makes.
+func TestReadsBounded(t *testing.T) {
+	f, now, _ := newFlow(t, `{}`)
+	for range 1000 {
+		do(f, "s", "a", "read_x")
+		do(f, "s", "b", "list_y")
+		*now = now.Add(time.Millisecond)
+	}
+	s := f.sessions["s\x00"]
+	if len(s.reads) != 2 {
+		t.Fatalf("%d reads kept", len(s.reads))
+	}
+}
