@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -142,41 +143,50 @@ func canaryConfig(t *testing.T, mode, secret string) string {
 // every field it can, and checks that no message the client received holds
 // the secret, while each relay did deliver its message (masked).
 func TestRedactCanaryEveryRelay(t *testing.T) {
+	type run struct{ mode, front, secret string }
+	var runs []run
 	for _, mode := range []string{"passthrough", "hybrid"} {
 		for _, front := range []string{"stdio", "http"} {
-			t.Run(mode+"/"+front, func(t *testing.T) {
-				secret := newSecret(t, "cnry")
-				cfg := canaryConfig(t, mode, secret)
-				var c *canaryClient
-				var logs *syncBuffer
-				if front == "stdio" {
-					c, logs = connectCanaryStdio(t, cfg)
-				} else {
-					c, logs = connectCanaryHTTP(t, cfg)
-				}
-				exerciseCanary(t, c, mode == "passthrough")
-				// The relays ran (the test cannot pass by relaying nothing).
-				if c.sampled.Load() == 0 || c.elicited.Load() == 0 || c.progress.Load() == 0 {
-					t.Errorf("relays not exercised: sampled=%d elicited=%d progress=%d", c.sampled.Load(), c.elicited.Load(), c.progress.Load())
-				}
-				if mode == "passthrough" && c.logs.Load() == 0 {
-					t.Error("no log notification was relayed")
-				}
-				if mode == "passthrough" && !waitFor(10*time.Second, func() bool { return c.updated.Load() > 0 }) {
-					t.Error("no resource update was relayed")
-				}
-				// Then nothing the client received holds the secret.
-				for what, text := range map[string]string{"the client": c.wire.String(), "the gateway's log": logs.String()} {
-					if i := strings.Index(text, secret); i >= 0 {
-						lo, hi := max(0, i-300), min(len(text), i+len(secret)+100)
-						t.Errorf("%s received the secret: ...%s...", what, text[lo:hi])
-					}
-				}
-				if n := strings.Count(c.wire.String(), "[REDACTED]"); n < 20 {
-					t.Errorf("only %d masks on the wire; the canary's fields did not all arrive", n)
-				}
-			})
+			runs = append(runs, run{mode, front, newSecret(t, "cnry")})
 		}
+	}
+	// A five-character .env value (ignored before issue 14) is masked in
+	// every relay too, object keys included.
+	n, _ := rand.Int(rand.Reader, big.NewInt(1000))
+	runs = append(runs, run{"passthrough", "stdio", fmt.Sprintf("x%03dq", n)})
+	for _, r := range runs {
+		mode, front, secret := r.mode, r.front, r.secret
+		t.Run(mode+"/"+front+"/"+fmt.Sprint(len(secret)), func(t *testing.T) {
+			cfg := canaryConfig(t, mode, secret)
+			var c *canaryClient
+			var logs *syncBuffer
+			if front == "stdio" {
+				c, logs = connectCanaryStdio(t, cfg)
+			} else {
+				c, logs = connectCanaryHTTP(t, cfg)
+			}
+			exerciseCanary(t, c, mode == "passthrough")
+			// The relays ran (the test cannot pass by relaying nothing).
+			if c.sampled.Load() == 0 || c.elicited.Load() == 0 || c.progress.Load() == 0 {
+				t.Errorf("relays not exercised: sampled=%d elicited=%d progress=%d", c.sampled.Load(), c.elicited.Load(), c.progress.Load())
+			}
+			if mode == "passthrough" && c.logs.Load() == 0 {
+				t.Error("no log notification was relayed")
+			}
+			if mode == "passthrough" && !waitFor(10*time.Second, func() bool { return c.updated.Load() > 0 }) {
+				t.Error("no resource update was relayed")
+			}
+			// Then nothing the client received holds the secret.
+			for what, text := range map[string]string{"the client": c.wire.String(), "the gateway's log": logs.String()} {
+				if i := strings.Index(text, secret); i >= 0 {
+					lo, hi := max(0, i-300), min(len(text), i+len(secret)+100)
+					t.Errorf("%s received the secret: ...%s...", what, text[lo:hi])
+				}
+			}
+			if n := strings.Count(c.wire.String(), "[REDACTED]"); n < 20 {
+				t.Errorf("only %d masks on the wire; the canary's fields did not all arrive", n)
+			}
+		})
 	}
 }
 
