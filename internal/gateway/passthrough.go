@@ -457,15 +457,31 @@ func (p *passthrough) caller(server, method string) (*mcp.ServerSession, error) 
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("toolgate: %d client sessions have requests in flight on %q; %s cannot be attributed to one of them, so it is refused", len(m), server, method)}
 }
 
-// relayMeta copies a client's _meta for the upstream, replacing its
-// progress token with one of ours that maps back to the client's.
+// hopMeta are the _meta keys by which a stateless (2026-07-28) client
+// describes its own connection to toolgate on each request. They are not
+// the upstream's business, and an upstream session negotiated on an older
+// revision refuses a request that carries them ("unsupported protocol
+// version").
+var hopMeta = map[string]bool{
+	"io.modelcontextprotocol/protocolVersion":    true,
+	"io.modelcontextprotocol/clientInfo":         true,
+	"io.modelcontextprotocol/clientCapabilities": true,
+	"io.modelcontextprotocol/logLevel":           true,
+	"io.modelcontextprotocol/subscriptionId":     true,
+}
+
+// relayMeta copies a client's _meta for the upstream, without the
+// per-hop keys, replacing its progress token with one of ours that maps
+// back to the client's.
 func (p *passthrough) relayMeta(meta mcp.Meta, ss *mcp.ServerSession) mcp.Meta {
 	if len(meta) == 0 {
 		return nil
 	}
 	out := make(mcp.Meta, len(meta))
 	for k, v := range meta {
-		out[k] = v
+		if !hopMeta[k] {
+			out[k] = v
+		}
 	}
 	if tok, ok := meta["progressToken"]; ok && ss != nil {
 		ours := "toolgate-" + strconv.FormatUint(p.seq.Add(1), 10)

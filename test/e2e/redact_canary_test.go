@@ -260,3 +260,36 @@ func exerciseCanary(t *testing.T, c *canaryClient, full bool) {
 		t.Fatalf("completion/complete: %v %v", err, comp)
 	}
 }
+
+// TestRedactCanaryStateless: the stateless HTTP scope (a client on the
+// 2026-07-28 revision, no session) has its own server; it is sealed too.
+// The call also checks that the client's per-request protocol _meta is not
+// relayed to an upstream on an older revision (which refused the call).
+func TestRedactCanaryStateless(t *testing.T) {
+	secret := newSecret(t, "cnry")
+	g := startHTTP(t, canaryConfig(t, "passthrough", secret))
+	wire := &syncBuffer{}
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: g.URL, MaxRetries: -1, HTTPClient: &http.Client{Transport: teeTransport{w: wire}}}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	ctx := ctxT(t)
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil || len(lt.Tools) == 0 {
+		t.Fatalf("tools/list: %v %v", err, lt)
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "canary__fail_tool", Arguments: map[string]any{}}); err != nil || !res.IsError {
+		t.Fatalf("canary__fail_tool: %v %v", err, res)
+	}
+	if _, err := cs.ListPrompts(ctx, nil); err != nil {
+		t.Fatalf("prompts/list: %v", err)
+	}
+	if strings.Contains(wire.String(), secret) {
+		t.Fatalf("the stateless client received the secret: %s", excerpt(wire.String(), secret))
+	}
+	if !strings.Contains(wire.String(), "[REDACTED]") {
+		t.Fatalf("nothing masked arrived:\n%s", wire)
+	}
+}
