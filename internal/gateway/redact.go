@@ -150,3 +150,12 @@ func (g *Gateway) refuseSecretNames(ctx context.Context, server string, tools []
 	}
 	return out
 }
+
+// redactString masks known secrets in text that leaves outside an MCP
+// message (seal covers those), such as /status.
+func (g *Gateway) redactString(s string) string {
+	if g.redact == nil || s == "" {
+		return s
+	}
+	return g.redact.String(s)
+}

@@ -41,7 +41,7 @@ func (g *Gateway) Status() Status {
 	st := Status{Version: Version, PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), Time: time.Now().UTC(), Tools: len(all)}
 	for _, s := range g.ups.Servers() {
 		us := s.Status()
-		us.LastError = secrets.StripURLs(g.redact.String(us.LastError))
+		us.LastError = secrets.StripURLs(g.redactString(us.LastError))
 		st.Servers = append(st.Servers, ServerStatus{Status: us, Tools: perServer[us.Name]})
 	}
 	return st
