@@ -182,6 +182,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 			g.Close()
 			return nil, err
 		}
+		g.seal(g.servers[s])
 	}
 	if ign := opts.Config.Ignored; len(ign) > 0 {
 		log.Info("config: ignoring settings of other MCP clients", "keys", strings.Join(ign, ","))
@@ -360,6 +361,7 @@ func (g *Gateway) index(ctx context.Context, srv *upstream.Server, after int) er
 		return err
 	}
 	ls.starts = srv.Status().Starts
+	tools = g.refuseSecretNames(ctx, name, tools) // before the cache writes them
 	g.catalogue(ctx, name, tools, g.runTime(name))
 	if cfg, ok := g.cfg.Servers[name]; ok && cfg == srv.Config() {
 		if err := g.cache.Save(cfg, tools); err != nil {
@@ -427,6 +429,7 @@ func (g *Gateway) toolRefs() []extension.ToolRef {
 // is left in the catalogue and records each new or changed definition. A
 // list filter that fails hides the whole list (fail closed).
 func (g *Gateway) catalogue(ctx context.Context, server string, tools []*mcp.Tool, runTime bool) {
+	tools = g.refuseSecretNames(ctx, server, tools)
 	tools, err := g.pipe.List(ctx, &extension.ListRequest{ServerName: server, RunTime: runTime}, tools)
 	if err != nil {
 		g.log.Error("list filter refused the server's tools; none are searchable", "server", server, "error", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/secrets"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -45,7 +46,7 @@ func (g *Gateway) Status() Status {
 	st := Status{Version: Version, PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), Time: time.Now().UTC(), Tools: len(all), Starting: g.Starting()}
 	for _, s := range g.ups.Servers() {
 		us := s.Status()
-		us.LastError = g.redact.String(us.LastError)
+		us.LastError = secrets.StripURLs(g.redactString(us.LastError))
 		st.Servers = append(st.Servers, ServerStatus{Status: us, Tools: perServer[us.Name]})
 	}
 	// Configured servers that are not running because of the config (a
