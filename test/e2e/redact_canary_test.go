@@ -61,6 +61,7 @@ func connectCanaryStdio(t *testing.T, cfg string) (*canaryClient, *syncBuffer) {
 	}
 	c.cs = cs
 	t.Cleanup(func() { cs.Close() })
+	waitReady(t, logs)
 	return c, logs
 }
 
