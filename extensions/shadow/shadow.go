@@ -147,6 +147,15 @@ func (f Finding) severity() string {
 	return "high"
 }
 
+// publicReason says why a tool was blocked, for the model that loaded its
+// server: the other server and tool by name, never the quoted text.
+func (f Finding) publicReason() string {
+	if f.Kind == "name_collision" {
+		return fmt.Sprintf("its name collides with tool %s, listed earlier, so it could impersonate that tool", f.target())
+	}
+	return fmt.Sprintf("its description claims to replace %s", f.target())
+}
+
 func (f Finding) target() string {
 	if f.Tool == "" {
 		return fmt.Sprintf("server %q", f.Server)
@@ -221,6 +230,8 @@ func (s *Shadow) list(ctx context.Context, req *extension.ListRequest, tools []*
 		}
 		s.report(ctx, req, t, findings, action)
 		if len(findings) > 0 && action == Block {
+			f := findings[0]
+			req.Withhold(t.Name, Key+"."+f.Kind, f.publicReason())
 			continue
 		}
 		kept = append(kept, t)

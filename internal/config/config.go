@@ -42,6 +42,8 @@ type Config struct {
 	Search Search
 	// Audit configures the audit log.
 	Audit Audit
+	// Limits bounds what upstream tool lists may hold (limits.go).
+	Limits Limits
 	// Exposure says what the client sees: the meta-tools (mode "meta"),
 	// the upstream tools themselves ("passthrough"), or both ("hybrid");
 	// see mode.go.
@@ -169,6 +171,7 @@ type fileFormat struct {
 	Filters    json.RawMessage            `json:"filters,omitempty"`
 	Search     *Search                    `json:"search,omitempty"`
 	Audit      *Audit                     `json:"audit,omitempty"`
+	Limits     *Limits                    `json:"limits,omitempty"`
 	Exposure
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
 	Schema string `json:"$schema,omitempty"`
@@ -290,6 +293,12 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		if cfg.Audit.Path != "" && !filepath.IsAbs(cfg.Audit.Path) {
 			cfg.Audit.Path = filepath.Join(cfg.Dir, cfg.Audit.Path)
 		}
+	}
+	if ff.Limits != nil {
+		if err := ff.Limits.validate(); err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
+		}
+		cfg.Limits = *ff.Limits
 	}
 	if err := cfg.Search.validate(cfg.Dir); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}
