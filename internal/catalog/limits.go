@@ -75,7 +75,7 @@ func Admit(server string, defs []*mcp.Tool, l Limits) ([]*mcp.Tool, []Rejected, 
 		}
 		if l.NameBytes > 0 && len(d.Name) > l.NameBytes {
 			// The name itself is not repeated: it is what is too long.
-			out = append(out, Rejected{Tool: strings.ToValidUTF8(d.Name[:40], "") + "…", Rule: KeyNameBytes,
+			out = append(out, Rejected{Tool: strings.ToValidUTF8(d.Name[:min(len(d.Name), l.NameBytes, 40)], "") + "…", Rule: KeyNameBytes,
 				Reason: fmt.Sprintf("its name is %d bytes, more than %s (%d)", len(d.Name), KeyNameBytes, l.NameBytes)})
 			continue
 		}

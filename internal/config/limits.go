@@ -72,8 +72,12 @@ func (l Limits) validate() error {
 			return fmt.Errorf("limits.%s is %d; want a positive number (or leave it out for the default)", f.key, f.v)
 		}
 	}
-	if l.MaxToolsPerServer > 0 && l.MaxTools > 0 && l.MaxToolsPerServer > l.MaxTools {
-		return fmt.Errorf("limits.max_tools_per_server (%d) is more than limits.max_tools (%d)", l.MaxToolsPerServer, l.MaxTools)
+	if r := l.Resolved(); r.MaxToolsPerServer > r.MaxTools {
+		def := ""
+		if l.MaxTools == 0 {
+			def = ", the default"
+		}
+		return fmt.Errorf("limits.max_tools_per_server (%d) is more than limits.max_tools (%d%s)", r.MaxToolsPerServer, r.MaxTools, def)
 	}
 	return nil
 }
