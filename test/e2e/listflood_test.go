@@ -37,25 +37,40 @@ func readFloodCount(t *testing.T, path string) floodCount {
 
 // startFlood runs the gateway (lexical search, default protections) in
 // front of listflood with args, and returns the state folder and the
-// server's count file.
-func startFlood(t *testing.T, tools int, args ...string) (state, countFile string, logs *syncBuffer) {
+// server's count file. limits, when not nil, is the config's "limits".
+func startFlood(t *testing.T, tools int, limits map[string]any, args ...string) (state, countFile string, logs *syncBuffer) {
 	t.Helper()
 	state = t.TempDir()
 	countFile = filepath.Join(t.TempDir(), "count.json")
 	bin := helperBinary(t, "listflood", "./test/servers/listflood")
-	cfg := defsecConfig(t, map[string]any{
-		"flood": map[string]any{"command": bin, "args": append([]string{"-tools", fmt.Sprint(tools), "-count", countFile}, args...)},
-	}, map[string]any{})
-	_, logs = startStdio(t, cfg, "--state-dir", state, "--log-level", "info")
+	cfg := map[string]any{
+		"mcpServers": map[string]any{"flood": map[string]any{"command": bin, "args": append([]string{"-tools", fmt.Sprint(tools), "-count", countFile}, args...)}},
+		"filters":    map[string]any{},
+		"search":     map[string]any{"mode": "lexical"},
+	}
+	if limits != nil {
+		cfg["limits"] = limits
+	}
+	p := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(p, mustJSON(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, logs = startStdio(t, p, "--state-dir", state, "--log-level", "info")
 	return state, countFile, logs
 }
 
-// settle waits until cond holds and then until neither the audit log nor
-// the server's list count changes for a while, or fails after a minute.
+// settle waits until cond holds and the gateway has finished indexing
+// every listing the server answered, then until the audit log stops
+// growing for a while, or fails. It does not depend on how fast the
+// machine is: each listing is waited for, not guessed at.
 func settle(t *testing.T, state, countFile string, logs *syncBuffer, cond func(floodCount) bool) floodCount {
 	t.Helper()
-	if !waitFor(90*time.Second, func() bool { return cond(readFloodCount(t, countFile)) }) {
-		t.Fatalf("listflood never reached the expected state (count %+v)\nlogs:\n%s", readFloodCount(t, countFile), logs)
+	done := func() bool {
+		c := readFloodCount(t, countFile)
+		return cond(c) && listings(logs) >= c.Lists
+	}
+	if !waitFor(3*time.Minute, done) {
+		t.Fatalf("listflood never reached the expected state (count %+v, %d listings indexed by the gateway)\nlogs:\n%s", readFloodCount(t, countFile), listings(logs), logs)
 	}
 	size := func() int64 {
 		fi, err := os.Stat(filepath.Join(state, "audit.jsonl"))
@@ -65,11 +80,11 @@ func settle(t *testing.T, state, countFile string, logs *syncBuffer, cond func(f
 		return fi.Size()
 	}
 	lastSize, lastCount, quiet := size(), readFloodCount(t, countFile), 0
-	for range 120 {
+	for range 240 {
 		time.Sleep(500 * time.Millisecond)
 		s, c := size(), readFloodCount(t, countFile)
-		if s == lastSize && c == lastCount {
-			if quiet++; quiet >= 6 {
+		if s == lastSize && c == lastCount && done() {
+			if quiet++; quiet >= 4 {
 				return c
 			}
 			continue
@@ -110,37 +125,56 @@ func countRecords(recs []auditRecord, typ, server string) int {
 func TestListChangedFloodBurst(t *testing.T) {
 	t.Parallel()
 	const tools, burst = 300, 50
-	state, countFile, logs := startFlood(t, tools, "-burst", fmt.Sprint(burst), "-mutate", "every", "-interval", "300ms")
+	state, countFile, logs := startFlood(t, tools, nil, "-burst", fmt.Sprint(burst), "-mutate", "every", "-interval", "300ms")
 	settle(t, state, countFile, logs, func(c floodCount) bool { return c.Bursts == 1 && c.AfterLast >= 1 })
 	checkFlood(t, state, logs, tools, burst, 4)
 }
 
 // TestListChangedFloodSustained: 40 notifications 100 ms apart, each
-// listing answering with new definitions. Re-lists are rate-limited, so
-// the flood costs a handful of listings, not 40.
+// listing answering with new definitions. One re-list at a time, the
+// notifications during it folded into one more, and the rate limit: the
+// flood costs a handful of listings, not 40.
 func TestListChangedFloodSustained(t *testing.T) {
 	t.Parallel()
 	const tools, bursts = 300, 40
-	state, countFile, logs := startFlood(t, tools, "-burst", "1", "-bursts", fmt.Sprint(bursts), "-interval", "100ms", "-mutate", "every")
+	state, countFile, logs := startFlood(t, tools, nil, "-burst", "1", "-bursts", fmt.Sprint(bursts), "-interval", "100ms", "-mutate", "every")
 	settle(t, state, countFile, logs, func(c floodCount) bool { return c.Bursts == bursts && c.AfterLast >= 1 })
 	// limits.list_changed_per_minute (6, after a burst of 3) allows about
 	// 4 re-lists in the seconds the flood lasts, plus the startup listing.
 	checkFlood(t, state, logs, tools, bursts, 8)
-	if !strings.Contains(logs.String(), "faster than limits.list_changed_per_minute") {
-		t.Errorf("no warning about the rate of notifications in the log")
+}
+
+// TestListChangedRateLimited: the server answers every listing with a new
+// burst of notifications at once, as fast as the gateway re-lists. After
+// the burst allowance (3) a re-list waits for the default
+// limits.list_changed_per_minute (6), with one warning; each burst of ten
+// costs one listing, two if a notification straggles past the debounce.
+func TestListChangedRateLimited(t *testing.T) {
+	t.Parallel()
+	const tools, bursts = 20, 4
+	state, countFile, logs := startFlood(t, tools, nil, "-burst", "10", "-bursts", fmt.Sprint(bursts), "-interval", "0s", "-await", "-mutate", "every")
+	c := settle(t, state, countFile, logs, func(c floodCount) bool { return c.Bursts == bursts && c.AfterLast >= 1 })
+	if n := listings(logs); n < bursts+1 || n > 2*bursts+1 {
+		t.Errorf("%d bursts of 10 notifications caused %d listings (%d served); want %d to %d", bursts, n, c.Lists, bursts+1, 2*bursts+1)
 	}
+	if w := strings.Count(logs.String(), "faster than limits.list_changed_per_minute"); w != 1 {
+		t.Errorf("%d warnings about the rate of notifications in the log, want 1", w)
+	}
+	noPanic(t, logs.String())
 }
 
 // checkFlood bounds the listings the flood caused and the audit records
 // they wrote: one tool_seen per tool, then per listing at most one
-// tool_changed and one version_pinning detection per tool.
+// tool_changed and one version_pinning detection per tool. The records are
+// read before the listings are counted, so a listing still being
+// recorded is counted.
 func checkFlood(t *testing.T, state string, logs *syncBuffer, tools, notifications, maxListings int) {
 	t.Helper()
+	recs := auditLog(t, state)
 	n := listings(logs)
 	if n < 2 || n > maxListings {
 		t.Errorf("%d notifications caused %d listings of the server; want 2 to %d", notifications, n, maxListings)
 	}
-	recs := auditLog(t, state)
 	if seen := countRecords(recs, "tool_seen", "flood"); seen != tools {
 		t.Errorf("tool_seen records = %d, want %d (one per tool)", seen, tools)
 	}
@@ -152,12 +186,13 @@ func checkFlood(t *testing.T, state string, logs *syncBuffer, tools, notificatio
 }
 
 // TestListChangedFloodOncePerHash: four bursts flip every definition
-// between two versions and back. Each distinct definition is recorded
-// once: the return to a definition already recorded writes nothing.
+// between two versions and back, each burst sent once the gateway has
+// listed the previous version. Each distinct definition is recorded once:
+// the return to a definition already recorded writes nothing.
 func TestListChangedFloodOncePerHash(t *testing.T) {
 	t.Parallel()
 	const tools, bursts = 200, 4
-	state, countFile, logs := startFlood(t, tools, "-burst", "5", "-bursts", fmt.Sprint(bursts), "-interval", "1500ms", "-mutate", "alternate")
+	state, countFile, logs := startFlood(t, tools, nil, "-burst", "5", "-bursts", fmt.Sprint(bursts), "-interval", "300ms", "-await", "-mutate", "alternate")
 	c := settle(t, state, countFile, logs, func(c floodCount) bool { return c.Bursts == bursts && c.AfterLast >= 1 })
 
 	recs := auditLog(t, state)

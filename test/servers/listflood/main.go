@@ -5,10 +5,12 @@
 // and keep it busy re-listing.
 //
 //	listflood [-tools 2000] [-burst 50] [-bursts 1] [-interval 500ms]
-//	          [-mutate none|alternate|every] [-count FILE] [-http ADDR]
+//	          [-mutate none|alternate|every] [-await] [-count FILE] [-http ADDR]
 //
 // After its tools are first listed it waits -interval, then sends -burst
-// list_changed notifications back to back, -bursts times, -interval apart.
+// list_changed notifications back to back, -bursts times, -interval apart
+// (with -await, -interval after the first listing that followed the
+// previous burst).
 // -mutate alternate flips every definition between two versions at each
 // burst; every gives each tools/list answer new definitions. -count writes
 // {"lists": L, "bursts": B, "lists_after_last_burst": A} to FILE after each
@@ -40,6 +42,7 @@ func main() {
 	mutate := flag.String("mutate", "none", "how definitions change: none, alternate (at each burst) or every (at each listing)")
 	countFile := flag.String("count", "", "write the number of tools/list requests to this file")
 	addr := flag.String("http", "", "serve streamable HTTP at this address (default: stdio)")
+	await := flag.Bool("await", false, "send each burst after the previous one was answered by a listing, so a slow client sees every version")
 	flag.Parse()
 	log.SetPrefix("listflood: ")
 	switch *mutate {
@@ -88,6 +91,9 @@ func main() {
 	sendBursts := func() {
 		go func() {
 			for b := 0; b < *bursts; b++ {
+				for *await && b > 0 && afterBurst.Load() == 0 {
+					time.Sleep(20 * time.Millisecond)
+				}
 				time.Sleep(*interval)
 				afterBurst.Store(0)
 				burstNo.Add(1)
