@@ -58,11 +58,11 @@ type Dense struct {
 	// worker embeds one batch of a server, then moves on to the next, so
 	// a server listing thousands of tools does not hold back a small one
 	// listed after it.
-	queues   map[string][]job
-	turn     []string
-	pending  int // slots in slotPending
-	done     int // embedded since the queue was last empty, for progress
-	idle     *sync.Cond
+	queues  map[string][]job
+	turn    []string
+	pending int // slots in slotPending
+	done    int // embedded since the queue was last empty, for progress
+	idle    *sync.Cond
 
 	qmu    sync.Mutex
 	qlru   *list.List // of *qentry, most recent first
