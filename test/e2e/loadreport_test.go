@@ -230,3 +230,27 @@ func TestLoadToolLimits(t *testing.T) {
 	wantRefused(t, "load 11 tools again", call(t, cs, "load_mcp_server", map[string]any{"server_name": "many", "url": many}), "limits.max_tools_per_server")
 	noPanic(t, logs.String())
 }
+
+// TestLoadReportsAccessControl: a server loaded outside allow_servers, or
+// whose tools match deny_patterns, has tools no one can find or call; the
+// answer says so instead of counting them as usable.
+func TestLoadReportsAccessControl(t *testing.T) {
+	t.Parallel()
+	tools := writeTools(t, "", toolDef{Name: "get_forecast", Description: "Get the weather forecast for a city."}, toolDef{Name: "delete_city", Description: "Delete a city."})
+	url := httpTestServer(t, "weather", tools)
+	cfg := defsecConfig(t, map[string]any{"notes": stdioTestServer(t, "notes", writeTools(t, "", toolDef{Name: "read_note", Description: "Read a note."}))},
+		map[string]any{"access_control": map[string]any{"allow_servers": []string{"notes", "weather"}, "deny_patterns": []string{"*__delete_*"}}})
+	cs, logs := startStdio(t, cfg)
+
+	res := call(t, cs, "load_mcp_server", map[string]any{"server_name": "weather", "url": url})
+	wantOK(t, "load weather", res, `"weather": 1 of 2 tool(s) can be used`, "- delete_city: this tool is not available through this gateway (access_control.deny_patterns)")
+	if strings.Contains(text(res), "*__delete_*") {
+		t.Errorf("the answer gives the deny pattern away:\n%s", text(res))
+	}
+	res = call(t, cs, "load_mcp_server", map[string]any{"server_name": "climate", "url": url})
+	wantOK(t, "load climate", res, `"climate": 0 of 2 tool(s) can be used`, "(access_control.allow_servers)")
+	if strings.Contains(text(res), "search_tools") {
+		t.Errorf("a server with no usable tool invites a search:\n%s", text(res))
+	}
+	noPanic(t, logs.String())
+}
