@@ -78,9 +78,14 @@ func (g *Gateway) catalogue(ctx context.Context, server string, tools []*mcp.Too
 	if total := g.cat.Len() - len(g.cat.ServerTools(server)) + len(admitted); total > g.limits.MaxTools {
 		return out, &catalog.TooManyError{Server: server, Listed: len(admitted), Key: catalog.KeyTotal, Limit: g.limits.MaxTools, Total: total}
 	}
-	for _, r := range rejected {
+	for i, r := range rejected {
 		out.Held = append(out.Held, HeldTool{Tool: r.Tool, Rule: r.Rule, Reason: r.Reason})
-		g.log.Warn("tool left out of the catalogue", "server", server, "tool", r.Tool, "rule", r.Rule, "reason", r.Reason)
+		// A few lines per listing, however many tools a hostile list holds.
+		if i < 5 {
+			g.log.Warn("tool left out of the catalogue", "server", server, "tool", r.Tool, "rule", r.Rule, "reason", r.Reason)
+		} else if i == 5 {
+			g.log.Warn("more tools left out of the catalogue", "server", server, "count", len(rejected)-5)
+		}
 	}
 
 	var mu sync.Mutex
