@@ -28,8 +28,9 @@ type Limits struct {
 	// refused as a whole.
 	MaxTools int `json:"max_tools,omitempty"`
 	// MaxToolNameBytes, MaxDescriptionBytes and MaxSchemaBytes bound one
-	// tool definition (its name, description, and input schema as JSON); a
-	// tool over any of them is left out, the server's others are kept.
+	// tool definition: its name; its description and title; its input
+	// schema, output schema, annotations and _meta, each as JSON. A tool
+	// over any of them is left out, the server's others are kept.
 	MaxToolNameBytes    int `json:"max_tool_name_bytes,omitempty"`
 	MaxDescriptionBytes int `json:"max_description_bytes,omitempty"`
 	MaxSchemaBytes      int `json:"max_schema_bytes,omitempty"`
