@@ -43,6 +43,8 @@ type Config struct {
 	Search Search
 	// Audit configures the audit log.
 	Audit Audit
+	// Limits bounds what upstream tool lists may hold (limits.go).
+	Limits Limits
 	// Exposure says what the client sees: the meta-tools (mode "meta"),
 	// the upstream tools themselves ("passthrough"), or both ("hybrid");
 	// see mode.go.
@@ -246,6 +248,7 @@ type fileFormat struct {
 	Search json.RawMessage `json:"search,omitempty"`
 	Audit  json.RawMessage `json:"audit,omitempty"`
 	HTTP   json.RawMessage `json:"http,omitempty"`
+	Limits *Limits         `json:"limits,omitempty"`
 	Exposure
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
@@ -434,6 +437,12 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		if err := cfg.HTTP.validate(); err != nil {
 			return nil, &Error{File: file, Msg: err.Error()}
 		}
+	}
+	if ff.Limits != nil {
+		if err := ff.Limits.validate(); err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
+		}
+		cfg.Limits = *ff.Limits
 	}
 	if err := cfg.Search.validate(cfg.Dir); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}

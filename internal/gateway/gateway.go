@@ -95,13 +95,17 @@ type Gateway struct {
 	cache   *catcache.Cache // tool lists of configured servers, for lazy ones
 	listMu  sync.Mutex
 	listing map[string]*listState // per server: serialises listing
+
+	limits   config.Limits // resolved
+	recorded recordedHashes
 }
 
-// listState serialises the listing of one server and remembers which start
-// of it the catalogue reflects.
+// listState serialises the listing of one server, remembers which start
+// of it the catalogue reflects, and coalesces its list_changed re-lists.
 type listState struct {
 	sync.Mutex
-	starts int
+	starts  int
+	relists *coalescer
 }
 
 // New builds a gateway: it provisions the extensions (an extension that
@@ -126,6 +130,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.cat = catalog.New(idx)
 	g.idx = idx
+	g.setLimits(opts.Config.Limits)
 
 	key, err := gate.LoadOrCreateKey(filepath.Join(opts.StateDir, "gate.key"))
 	if err != nil {
@@ -315,7 +320,9 @@ func (g *Gateway) indexConfigured(ctx context.Context, srv *upstream.Server) err
 		g.log.Warn("catalogue cache unreadable; listing the server instead", "server", srv.Name(), "error", err)
 	}
 	if ok {
-		g.catalogue(ctx, srv.Name(), e.Tools, false)
+		if _, err := g.catalogue(ctx, srv.Name(), e.Tools, false); err != nil {
+			return err
+		}
 		g.log.Info("indexed lazy server from the catalogue cache; it starts on first call", "server", srv.Name(), "tools", g.toolCount(srv.Name()), "cached", e.Updated.Format(time.RFC3339))
 		return nil
 	}
@@ -333,13 +340,7 @@ func (g *Gateway) indexConfigured(ctx context.Context, srv *upstream.Server) err
 // start of the server (or a later one).
 func (g *Gateway) index(ctx context.Context, srv *upstream.Server, after int) error {
 	name := srv.Name()
-	g.listMu.Lock()
-	ls := g.listing[name]
-	if ls == nil {
-		ls = &listState{}
-		g.listing[name] = ls
-	}
-	g.listMu.Unlock()
+	ls := g.listStateOf(name)
 	ls.Lock()
 	defer ls.Unlock()
 	var tools []*mcp.Tool
@@ -362,7 +363,12 @@ func (g *Gateway) index(ctx context.Context, srv *upstream.Server, after int) er
 	}
 	ls.starts = srv.Status().Starts
 	tools = g.refuseSecretNames(ctx, name, tools) // before the cache writes them
-	g.catalogue(ctx, name, tools, g.runTime(name))
+	if _, err := g.catalogue(ctx, name, tools, g.runTime(name)); err != nil {
+		// Over a limit: none of its tools stay, not even the earlier ones
+		// (they may be what the server no longer serves).
+		g.cat.RemoveServer(name)
+		return err
+	}
 	if cfg, ok := g.cfg.Servers[name]; ok && cfg == srv.Config() {
 		if err := g.cache.Save(cfg, tools); err != nil {
 			g.log.Warn("catalogue cache not updated", "server", name, "error", err)
@@ -423,42 +429,6 @@ func (g *Gateway) toolRefs() []extension.ToolRef {
 		out[i] = extension.ToolRef{Server: t.Server, Def: t.Def}
 	}
 	return out
-}
-
-// catalogue passes a server's tools through the list filters, puts what
-// is left in the catalogue and records each new or changed definition. A
-// list filter that fails hides the whole list (fail closed).
-func (g *Gateway) catalogue(ctx context.Context, server string, tools []*mcp.Tool, runTime bool) {
-	tools = g.refuseSecretNames(ctx, server, tools)
-	tools, err := g.pipe.List(ctx, &extension.ListRequest{ServerName: server, RunTime: runTime}, tools)
-	if err != nil {
-		g.log.Error("list filter refused the server's tools; none are searchable", "server", server, "error", err)
-		tools = nil
-	}
-	changes, err := g.cat.Update(ctx, server, tools)
-	if err != nil {
-		g.log.Warn("some tools were not indexed", "server", server, "error", err)
-	}
-	for _, c := range changes {
-		if c.Previous == "" {
-			g.emit(ctx, extension.Event{Type: audit.ToolSeen, Server: server, Tool: c.Tool.Name, Fields: map[string]any{"tool_hash": c.Tool.Hash, "description": c.Tool.Def.Description}})
-		} else {
-			g.emit(ctx, extension.Event{Type: audit.ToolChanged, Server: server, Tool: c.Tool.Name, Fields: map[string]any{"previous_hash": c.Previous, "new_hash": c.Tool.Hash}})
-		}
-	}
-}
-
-// relist re-indexes a server after notifications/tools/list_changed.
-func (g *Gateway) relist(name string) {
-	srv, ok := g.ups.Get(name)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(g.ctx, upstream.DefaultConnectTimeout)
-	defer cancel()
-	if err := g.index(ctx, srv, 0); err != nil && g.ctx.Err() == nil {
-		g.log.Warn("re-listing tools after list_changed failed", "server", name, "error", err)
-	}
 }
 
 // WaitIndexed blocks until every known tool is in the semantic index (a

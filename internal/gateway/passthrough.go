@@ -974,18 +974,10 @@ func (p *passthrough) clientOptions(server string) mcp.ClientOptions {
 				}
 			}
 		},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			// The manager re-lists on its own goroutine too; re-listing here
-			// first means a client that reacts to the notification sees the
-			// new list.
-			go func() {
-				p.g.relist(server)
-				for _, s := range p.g.servers {
-					s.AddTool(&mcp.Tool{Name: placeholderTool, InputSchema: map[string]any{"type": "object"}}, placeholderToolHandler)
-					s.RemoveTools(placeholderTool)
-				}
-			}()
-		},
+		// Nothing to do for tools/list_changed: the manager hands it to
+		// Gateway.relist, which coalesces a flood of them and tells the
+		// clients after each re-list, so they see the new list.
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
 		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
 			for _, s := range p.g.servers {
 				s.AddPrompt(&mcp.Prompt{Name: placeholderPrompt}, placeholderPromptHandler)

@@ -400,3 +400,82 @@ func TestCloseDoesNotWaitForTheQueue(t *testing.T) {
 		t.Fatalf("vector cache holds %d vectors after Close, want the %d embedded before it", got, embedBatch)
 	}
 }
+
+// orderEmbedder records which server each document batch came from.
+type orderEmbedder struct {
+	countingEmbedder
+	mu      sync.Mutex
+	batches []string
+}
+
+func (o *orderEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if len(texts) > 0 && strings.Contains(texts[0], "__") {
+		server, _, _ := strings.Cut(texts[0], "__")
+		o.mu.Lock()
+		o.batches = append(o.batches, server)
+		o.mu.Unlock()
+	}
+	return o.countingEmbedder.Embed(ctx, texts)
+}
+
+// A server listed after a much larger one waits at most one batch per
+// server ahead of it (here the big one's batch being embedded and its
+// next), not for every document of the large one: loading a server with
+// thousands of tools does not leave the others keyword-only meanwhile.
+func TestDenseServesServersInTurn(t *testing.T) {
+	emb := &orderEmbedder{countingEmbedder: countingEmbedder{Embedder: embed.NewHashing(64), gate: make(chan struct{})}}
+	d := NewDense(emb, nil, nil)
+	defer d.Close()
+	ctx := context.Background()
+	big := make([]Doc, 10*embedBatch)
+	for i := range big {
+		big[i] = Doc{ID: fmt.Sprintf("big__tool_%d", i), Server: "big", Name: fmt.Sprintf("tool_%d", i), Description: "A tool of the big server"}
+	}
+	d.Set(ctx, "big", big)
+	d.Set(ctx, "small", []Doc{{ID: "small__ping", Server: "small", Name: "ping", Description: "Ping"}})
+	close(emb.gate)
+	wait(t, d)
+	emb.mu.Lock()
+	defer emb.mu.Unlock()
+	if i := slices.Index(emb.batches, "small"); i < 0 || i > 2 {
+		t.Fatalf("batches by server %v: the small server waited behind %d batches of the big one, want at most 2", emb.batches, i)
+	}
+	if n := len(emb.batches); n != 11 {
+		t.Fatalf("%d batches (%v), want 11", n, emb.batches)
+	}
+}
+
+// Replacing or removing a server drops its waiting documents from the
+// line: nothing of it is embedded, and the line does not grow with
+// repeated listings.
+func TestDenseRemoveDropsQueue(t *testing.T) {
+	emb := &orderEmbedder{countingEmbedder: countingEmbedder{Embedder: embed.NewHashing(64), gate: make(chan struct{})}}
+	d := NewDense(emb, nil, nil)
+	defer d.Close()
+	ctx := context.Background()
+	docs := func(server string, n int) []Doc {
+		out := make([]Doc, n)
+		for i := range out {
+			out[i] = Doc{ID: fmt.Sprintf("%s__t%d", server, i), Server: server, Name: fmt.Sprintf("t%d", i), Description: "x"}
+		}
+		return out
+	}
+	for range 100 {
+		d.Set(ctx, "flap", docs("flap", 3))
+	}
+	d.Set(ctx, "gone", docs("gone", 3))
+	d.Remove("gone")
+	d.mu.RLock()
+	turns := len(d.turn)
+	d.mu.RUnlock()
+	if turns > 2 { // the worker may hold one batch of its own
+		t.Fatalf("after 100 listings of one server the line holds %d turns", turns)
+	}
+	close(emb.gate)
+	wait(t, d)
+	emb.mu.Lock()
+	defer emb.mu.Unlock()
+	if slices.Contains(emb.batches, "gone") {
+		t.Fatalf("a removed server's documents were embedded: %v", emb.batches)
+	}
+}
