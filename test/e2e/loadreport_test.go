@@ -99,6 +99,8 @@ func TestLoadReportsBlockedTools(t *testing.T) {
 			"tool_poisoning":  map[string]any{},
 			"version_pinning": map[string]any{"pins": map[string]any{"evil__pinned_tool": strings.Repeat("ab", 32)}},
 			"name_similarity": map[string]any{},
+			// The test servers listen on loopback.
+			"load_control": map[string]any{"deny_private_networks": false},
 		},
 		"limits": map[string]any{"max_description_bytes": 2048},
 		"search": map[string]any{"mode": "lexical"},
@@ -184,7 +186,7 @@ func TestLoadToolLimits(t *testing.T) {
 			"notes": stdioTestServer(t, "notes", writeTools(t, "", toolDef{Name: "read_note", Description: "Read a note by id."}, toolDef{Name: "write_note", Description: "Write a note."})),
 			"big":   map[string]any{"command": flood, "args": []string{"-tools", "11", "-bursts", "0"}},
 		},
-		"filters": map[string]any{},
+		"filters": map[string]any{"load_control": map[string]any{"deny_private_networks": false}}, // loopback test servers
 		"limits":  map[string]any{"max_tools_per_server": 10, "max_tools": 20},
 		"search":  map[string]any{"mode": "lexical"},
 	}
