@@ -224,6 +224,8 @@ type common struct {
 	config   string
 	stateDir string
 	logLevel string
+	// background: serve answers clients while upstreams start.
+	background bool
 }
 
 // register adds --config, --state-dir and --log-level. defaultLevel is
@@ -275,7 +277,7 @@ func (c *common) open(ctx context.Context, stderr io.Writer, exts []extension.Ex
 	if err != nil {
 		return nil, nil, err
 	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg, StateDir: stateDir, Logger: log, Extensions: exts, Index: idx, Tokens: tokens, Redactor: red})
+	g, err := gateway.New(ctx, gateway.Options{Config: cfg, StateDir: stateDir, Logger: log, Extensions: exts, Index: idx, Tokens: tokens, Redactor: red, StartInBackground: c.background})
 	if err != nil {
 		if c, ok := idx.(io.Closer); ok {
 			c.Close()

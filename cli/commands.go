@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,7 +19,7 @@ import (
 )
 
 func newServeCmd(exts []extension.Extension) *cobra.Command {
-	var c common
+	c := common{background: true}
 	var listen string
 	var insecure bool
 	cmd := &cobra.Command{
@@ -69,7 +68,7 @@ func runServe(ctx context.Context, c *common, listen string, insecure bool, stde
 			return err
 		}
 		defer lln.Close()
-		h, err := llmProxyHandler(g, log)
+		h, err := llmProxyHandler(g, log, p.Listen)
 		if err != nil {
 			return err
 		}
@@ -87,7 +86,7 @@ func runServe(ctx context.Context, c *common, listen string, insecure bool, stde
 		}
 		return nil
 	}
-	return serveHTTP(ctx, ln, g.HTTPHandler(), log)
+	return serveHTTP(ctx, ln, g, listen, log)
 }
 
 // listenAddress reads --listen: host:port, or a port alone meaning
@@ -125,11 +124,11 @@ func bindListener(listen string, insecure bool) (net.Listener, error) {
 }
 
 // serveHTTP serves h on the bound listener until ctx ends.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+func serveHTTP(ctx context.Context, ln net.Listener, g *gateway.Gateway, listen string, log *slog.Logger) error {
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
 		log.Warn("serving without authentication on a non-loopback address (--insecure-no-auth)", "addr", ln.Addr().String())
 	}
+	srv := g.HTTPServer(listen)
 	log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

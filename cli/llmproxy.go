@@ -68,15 +68,19 @@ func runLLMProxy(ctx context.Context, c *common, listen string, insecure bool, s
 			return err
 		}
 		defer ln.Close()
+		listen = p.Listen
 	}
-	h, err := llmProxyHandler(g, log)
+	addr, _ := listenAddress(listen)
+	h, err := llmProxyHandler(g, log, addr)
 	if err != nil {
 		return err
 	}
 	return serveLLMProxy(ctx, ln, h, log)
 }
 
-func llmProxyHandler(g *gateway.Gateway, log *slog.Logger) (http.Handler, error) {
+// llmProxyHandler is the proxy on g; listen is the address it serves
+// (a host name in it is accepted in Host, as for /mcp).
+func llmProxyHandler(g *gateway.Gateway, log *slog.Logger, listen string) (http.Handler, error) {
 	insp, err := g.LLMInspector()
 	if err != nil {
 		return nil, err
@@ -85,9 +89,9 @@ func llmProxyHandler(g *gateway.Gateway, log *slog.Logger) (http.Handler, error)
 	if err != nil {
 		return nil, err
 	}
-	// DNS rebinding: a web page must not reach the proxy on loopback
-	// under its own host name.
-	return gateway.LoopbackHostOnly(p), nil
+	// DNS rebinding: a web page must not reach the proxy under its own
+	// host name.
+	return g.HostGuard(listen, p), nil
 }
 
 // serveLLMProxy serves the proxy on ln until ctx ends.

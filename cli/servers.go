@@ -40,7 +40,8 @@ func newServersCmd() *cobra.Command {
 		Use:   "servers",
 		Short: "Configured and loaded servers (and their state in a running gateway)",
 		Long: `List the configured servers and the servers loaded at run time (from the
-audit log). Commands and URLs are shown, never env or header values.
+audit log). Commands and URLs are shown, never env or header values, and URLs without
+their credentials.
 
 A server loaded with load_mcp_server lives only in the gateway process that
 loaded it: without --addr such servers are marked not connected; with --addr
@@ -71,7 +72,7 @@ func runServers(ctx context.Context, c *common, addr string, asJSON bool, stdout
 	for name, s := range cfg.Servers {
 		r := &serverRow{Name: name, Source: "config", Transport: s.Transport, Flags: []string{}}
 		if s.IsRemote() {
-			r.Target = red.String(s.URL)
+			r.Target = secrets.StripURL(red.String(s.URL))
 		} else {
 			r.Target = strings.TrimSpace(s.Command + " " + strings.Join(s.Args, " "))
 		}
@@ -89,7 +90,7 @@ func runServers(ctx context.Context, c *common, addr string, asJSON bool, stdout
 				if e.Type == audit.ServerLoaded {
 					if _, known := rows[e.Server]; !known {
 						url, _ := e.Fields["url"].(string)
-						rows[e.Server] = &serverRow{Name: e.Server, Source: "loaded", Transport: "http", Target: url, Flags: []string{}, State: notConnected}
+						rows[e.Server] = &serverRow{Name: e.Server, Source: "loaded", Transport: "http", Target: secrets.StripURL(red.String(url)), Flags: []string{}, State: notConnected}
 					}
 				}
 				return nil

@@ -129,6 +129,20 @@ type ListRequest struct {
 	ServerName string
 	// RunTime is set for servers connected by load_mcp_server.
 	RunTime bool
+	// Withheld, when set, is told about every tool a filter drops or
+	// leaves uncallable; filters report through Withhold.
+	Withheld func(tool, rule, reason string)
+}
+
+// Withhold tells the gateway why a filter drops tool, or keeps it listed
+// but refuses calls to it: rule names the filter's rule (as in a Denial)
+// and reason is public, safe to show the model (never a secret). The
+// gateway reports it to whoever loaded the server. Safe on a request
+// without a Withheld function.
+func (r *ListRequest) Withhold(tool, rule, reason string) {
+	if r != nil && r.Withheld != nil {
+		r.Withheld(tool, rule, reason)
+	}
 }
 
 // ListFilter sees a server's tools before they are catalogued and may drop

@@ -58,6 +58,10 @@ if [ -z "${DIRECT:-}" ]; then
   "$CACHE/bin/toolgate" serve --config examples/conformance/config.json --state-dir "$state" --listen "$LISTEN" >"$CACHE/toolgate.log" 2>&1 &
   pids+=($!)
   wait_port "$LISTEN"
+  # serve answers at once and indexes its upstream in the background; the
+  # suite lists tools first thing, so wait until the upstream is indexed.
+  for _ in $(seq 1 300); do grep -q 'msg="gateway ready"' "$CACHE/toolgate.log" && break; sleep 0.1; done
+  grep -q 'msg="gateway ready"' "$CACHE/toolgate.log" || { echo "conformance: toolgate never logged \"gateway ready\"" >&2; cat "$CACHE/toolgate.log" >&2; exit 1; }
   url="http://$LISTEN/mcp"
 fi
 

@@ -18,6 +18,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/glob"
 	"github.com/toolgate/toolgate/extensions/internal/strict"
@@ -155,6 +157,24 @@ func (a *AccessControl) SearchFilter() extension.SearchFilter {
 			out = append(out, r)
 		}
 		return out, nil
+	}
+}
+
+// ListFilter drops nothing (the search and call filters hide and refuse),
+// but tells whoever loaded a server which of its tools Check refuses, so
+// load_mcp_server does not count them as usable.
+func (a *AccessControl) ListFilter() extension.ListFilter {
+	return func(_ context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
+		for _, t := range tools {
+			if t == nil {
+				continue
+			}
+			var d *extension.Denial
+			if err := a.Check(req.ServerName, req.ServerName+"__"+t.Name); errors.As(err, &d) {
+				req.Withhold(t.Name, d.Rule, d.Reason)
+			}
+		}
+		return tools, nil
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/exttest"
 )
@@ -177,5 +179,28 @@ func TestAllowList(t *testing.T) {
 	}
 	if _, err := FromConfig(Config{Allow: []string{"read_file"}}); err == nil {
 		t.Fatal("unqualified name accepted")
+	}
+}
+
+// The list filter keeps every tool but reports the ones Check refuses, so
+// load_mcp_server does not count them as usable; the reason gives nothing
+// of the configured names or patterns away.
+func TestListFilterWithholds(t *testing.T) {
+	a := newAC(t, `{"deny_patterns": ["*__delete_*"], "allow_servers": ["github", "weather"]}`)
+	var got [][3]string
+	req := &extension.ListRequest{ServerName: "github", Withheld: func(tool, rule, reason string) { got = append(got, [3]string{tool, rule, reason}) }}
+	tools := []*mcp.Tool{{Name: "delete_repo"}, {Name: "list_repos"}}
+	kept, err := a.ListFilter()(context.Background(), req, tools)
+	if err != nil || len(kept) != 2 {
+		t.Fatalf("kept %v, %v; want every tool kept", kept, err)
+	}
+	if len(got) != 1 || got[0][0] != "delete_repo" || got[0][1] != "access_control.deny_patterns" || strings.Contains(got[0][2], "delete_*") {
+		t.Fatalf("withheld %q", got)
+	}
+	got = nil
+	req.ServerName = "evil"
+	a.ListFilter()(context.Background(), req, tools)
+	if len(got) != 2 || got[0][1] != "access_control.allow_servers" || strings.Contains(got[0][2], "github") {
+		t.Fatalf("server outside allow_servers: withheld %q", got)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,9 +73,15 @@ type Pinner struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	mu     sync.Mutex
-	hashes map[string]map[*mcp.Tool]string // server → its last listed definitions' hashes, by pointer (the catalogue's)
+	mu       sync.Mutex
+	hashes   map[string]map[*mcp.Tool]string // server → its last listed definitions' hashes, by pointer (the catalogue's)
+	reported map[string][]string             // server\x00tool → definitions recorded as detections, oldest first
 }
+
+// remembered is how many differing definitions per tool are remembered as
+// recorded, so a server flipping a definition back and forth is recorded
+// once per definition, not once per listing.
+const remembered = 8
 
 // New decodes the config strictly. Construction has no side effects.
 func New(raw json.RawMessage) (extension.Extension, error) {
@@ -82,7 +89,7 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 	if err := strict.Decode(raw, &cfg); err != nil {
 		return nil, err
 	}
-	p := &Pinner{onChange: Block, autoTrust: cfg.AutoTrustFirst == nil || *cfg.AutoTrustFirst, pinBinary: cfg.PinBinary, pins: cfg.Pins, now: time.Now, hashes: map[string]map[*mcp.Tool]string{}}
+	p := &Pinner{onChange: Block, autoTrust: cfg.AutoTrustFirst == nil || *cfg.AutoTrustFirst, pinBinary: cfg.PinBinary, pins: cfg.Pins, now: time.Now, hashes: map[string]map[*mcp.Tool]string{}, reported: map[string][]string{}}
 	for q, h := range cfg.Pins {
 		if server, tool, ok := strings.Cut(q, "__"); !ok || server == "" || tool == "" {
 			return nil, fmt.Errorf("pins: %q is not a qualified tool name (server__tool)", q)
@@ -164,12 +171,18 @@ func (p *Pinner) list(ctx context.Context, req *extension.ListRequest, tools []*
 	p.mu.Unlock()
 
 	now := p.now().UTC()
-	var changes []change
+	var changes, held []change
 	err := p.store.Update(func(f *File) (bool, error) {
-		changes = changes[:0]
+		changes, held = changes[:0], held[:0]
 		changed := false
 		for name, h := range hashes {
 			pin := f.Tool(req.ServerName, name)
+			switch {
+			case (pin == nil || pin.Hash == "") && !p.autoTrust:
+				held = append(held, change{name, StatusNotPinned, "", h})
+			case pin != nil && pin.Hash != "" && pin.Hash != h:
+				held = append(held, change{name, StatusMismatch, pin.Hash, h})
+			}
 			switch {
 			case pin == nil || pin.Hash == "":
 				if p.autoTrust {
@@ -210,7 +223,23 @@ func (p *Pinner) list(ctx context.Context, req *extension.ListRequest, tools []*
 	if p.onChange == Allow {
 		return tools, nil
 	}
+	p.mu.Lock()
+	for k := range p.reported {
+		if server, tool, _ := strings.Cut(k, "\x00"); server == req.ServerName && hashes[tool] == "" {
+			delete(p.reported, k) // no longer listed
+		}
+	}
+	p.mu.Unlock()
+	if p.onChange == Block {
+		slices.SortFunc(held, func(a, b change) int { return strings.Compare(a.tool, b.tool) })
+		for _, c := range held {
+			req.Withhold(c.tool, Key+"."+map[string]string{StatusNotPinned: "not_pinned", StatusMismatch: "on_change"}[c.status], publicReason(req.ServerName, c.tool, c.status))
+		}
+	}
 	for _, c := range changes {
+		if !p.firstReport(req.ServerName, c.tool, c.now) {
+			continue
+		}
 		p.log.Warn("tool definition differs from its pin", "server", req.ServerName, "tool", c.tool, "status", c.status, "pinned_hash", c.pinned, "new_hash", c.now, "on_change", p.onChange)
 		p.emit(ctx, extension.Event{
 			Type: audit.Detection, Server: req.ServerName, Tool: c.tool, Action: p.onChange, Reason: Key,
@@ -222,6 +251,33 @@ func (p *Pinner) list(ctx context.Context, req *extension.ListRequest, tools []*
 		})
 	}
 	return tools, nil
+}
+
+// firstReport reports whether the definition hash of server's tool is
+// recorded for the first time, and remembers it.
+func (p *Pinner) firstReport(server, tool, hash string) bool {
+	k := server + "\x00" + tool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hs := p.reported[k]
+	if slices.Contains(hs, hash) {
+		return false
+	}
+	if len(hs) >= remembered {
+		hs = hs[1:]
+	}
+	p.reported[k] = append(hs, hash)
+	return true
+}
+
+// publicReason tells the model that loaded a server why calls to a tool
+// will be refused, and what the user can do.
+func publicReason(server, tool, status string) string {
+	trust := fmt.Sprintf("toolgate pins trust --server %s --tool %s", server, tool)
+	if status == StatusNotPinned {
+		return fmt.Sprintf("its definition is not pinned, so calls to it are refused until the user reviews and pins it (`%s`)", trust)
+	}
+	return fmt.Sprintf("its definition changed since it was pinned, so calls to it are refused until the user reviews the change (`toolgate pins diff --server %s --tool %s`) and accepts it (`%s`)", server, tool, trust)
 }
 
 func describe(server, tool, status string) string {

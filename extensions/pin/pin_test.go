@@ -355,3 +355,44 @@ func TestConfigPinsOverrideStore(t *testing.T) {
 		t.Fatalf("pin not written: %v %+v", err, f)
 	}
 }
+
+// Tools whose definition differs from the pin (or, without auto-trust,
+// has none) stay listed but are reported as unusable, with the command
+// that reviews them; each definition is recorded once even when the
+// server flips back and forth.
+func TestWithholdAndRecordOnce(t *testing.T) {
+	p, rec := newPinner(t, `{}`, t.TempDir())
+	var got [][3]string
+	req := &extension.ListRequest{ServerName: "notes", Withheld: func(tool, rule, reason string) { got = append(got, [3]string{tool, rule, reason}) }}
+	a, b := def("Read a note."), def("Read a note. Changed.")
+	for i, d := range []*mcp.Tool{a, b, a, b, a, b} {
+		got = nil
+		kept, err := p.list(context.Background(), req, []*mcp.Tool{d})
+		if err != nil || len(kept) != 1 {
+			t.Fatalf("listing %d: kept %v, %v", i, kept, err)
+		}
+		if d == a && len(got) != 0 {
+			t.Fatalf("listing %d (the pinned definition): withheld %q", i, got)
+		}
+		if d == b && (len(got) != 1 || got[0][0] != "read_note" || got[0][1] != "version_pinning.on_change" || !strings.Contains(got[0][2], "toolgate pins diff --server notes --tool read_note")) {
+			t.Fatalf("listing %d (changed): withheld %q", i, got)
+		}
+	}
+	if n := len(rec.Events()); n != 1 {
+		t.Fatalf("%d detections for one changed definition listed three times, want 1: %+v", n, rec.Events())
+	}
+
+	strict, _ := newPinner(t, `{"auto_trust_first": false}`, t.TempDir())
+	got = nil
+	strict.list(context.Background(), req, []*mcp.Tool{a})
+	if len(got) != 1 || got[0][1] != "version_pinning.not_pinned" || !strings.Contains(got[0][2], "toolgate pins trust --server notes --tool read_note") {
+		t.Fatalf("unpinned without auto-trust: withheld %q", got)
+	}
+	alert, _ := newPinner(t, `{"on_change": "alert"}`, t.TempDir())
+	alert.list(context.Background(), req, []*mcp.Tool{a})
+	got = nil
+	alert.list(context.Background(), req, []*mcp.Tool{b})
+	if len(got) != 0 {
+		t.Fatalf("on_change alert keeps tools usable, but withheld %q", got)
+	}
+}

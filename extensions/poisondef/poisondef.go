@@ -82,8 +82,13 @@ type Poison struct {
 	log  *slog.Logger
 
 	mu   sync.Mutex
-	seen map[string]scanned // server\x00tool → last definition scanned
+	seen map[string][]scanned // server\x00tool → the last definitions scanned, oldest first
 }
+
+// remembered is how many definitions per tool keep their verdict, so a
+// server flipping a definition back and forth is scanned and reported once
+// per definition, not once per listing.
+const remembered = 8
 
 type scanned struct {
 	hash    string
@@ -97,7 +102,7 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 	if err := strict.Decode(raw, &cfg); err != nil {
 		return nil, err
 	}
-	p := &Poison{actions: map[string]string{}, seen: map[string]scanned{}}
+	p := &Poison{actions: map[string]string{}, seen: map[string][]scanned{}}
 	for k, v := range DefaultActions {
 		p.actions[k] = v
 	}
@@ -177,14 +182,22 @@ func (p *Poison) list(ctx context.Context, req *extension.ListRequest, tools []*
 		current[k] = true
 		h := catalog.DefinitionHash(t)
 		p.mu.Lock()
-		prev, ok := p.seen[k]
+		var v poison.Verdict
+		fresh := true
+		for _, prev := range p.seen[k] {
+			if prev.hash == h {
+				v, fresh = prev.verdict, false
+			}
+		}
 		p.mu.Unlock()
-		v := prev.verdict
-		fresh := !ok || prev.hash != h
 		if fresh {
 			v = p.det.ScanDefinition(t.Name, t.Description, t.InputSchema)
 			p.mu.Lock()
-			p.seen[k] = scanned{hash: h, verdict: v}
+			hs := p.seen[k]
+			if len(hs) >= remembered {
+				hs = hs[1:]
+			}
+			p.seen[k] = append(hs, scanned{hash: h, verdict: v})
 			p.mu.Unlock()
 		}
 		action := ""
@@ -195,6 +208,7 @@ func (p *Poison) list(ctx context.Context, req *extension.ListRequest, tools []*
 			p.report(ctx, req, t, h, v, action)
 		}
 		if action == Hide {
+			req.Withhold(t.Name, Key, fmt.Sprintf("its definition looks poisoned (%s severity: %s), so it is hidden", v.Severity, strings.Join(dedupe(categories(v)), ", ")))
 			continue
 		}
 		kept = append(kept, t)
@@ -233,6 +247,14 @@ func (p *Poison) report(ctx context.Context, req *extension.ListRequest, t *mcp.
 			"description":    fmt.Sprintf("tool %q of server %q: %s", t.Name, req.ServerName, strings.Join(dedupe(cats), ", ")),
 		},
 	})
+}
+
+func categories(v poison.Verdict) []string {
+	out := make([]string, 0, len(v.Findings))
+	for _, f := range v.Findings {
+		out = append(out, f.Category)
+	}
+	return out
 }
 
 func dedupe(s []string) []string {

@@ -155,3 +155,28 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A hidden tool is reported to whoever loaded its server, with the
+// severity and categories but not the poisoned text; alerted tools are not.
+func TestWithholdsHidden(t *testing.T) {
+	p, _ := newPoison(t, `{}`)
+	var got [][3]string
+	req := &extension.ListRequest{ServerName: "evil", Withheld: func(tool, rule, reason string) { got = append(got, [3]string{tool, rule, reason}) }}
+	kept, err := p.list(context.Background(), req, []*mcp.Tool{{Name: "summarise", Description: credTheft}, {Name: "read", Description: clean}})
+	if err != nil || len(kept) != 1 || kept[0].Name != "read" {
+		t.Fatalf("kept %v, %v", kept, err)
+	}
+	if len(got) != 1 || got[0][0] != "summarise" || got[0][1] != Key || !strings.Contains(got[0][2], "looks poisoned") || !strings.Contains(got[0][2], "severity") {
+		t.Fatalf("withheld %q", got)
+	}
+	if strings.Contains(got[0][2], "id_rsa") {
+		t.Fatalf("reason quotes the definition: %q", got[0][2])
+	}
+	// Listed again (a re-list): reported again, since each listing's
+	// outcome is told afresh, but recorded once.
+	got = nil
+	p.list(context.Background(), req, []*mcp.Tool{{Name: "summarise", Description: credTheft}})
+	if len(got) != 1 {
+		t.Fatalf("second listing withheld %q", got)
+	}
+}

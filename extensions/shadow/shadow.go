@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -76,7 +77,7 @@ type Shadow struct {
 	seq      uint64
 	claims   map[string][]claim         // normalised name → who offers it
 	byServer map[string]map[string]bool // server → normalised names it claims
-	reported map[string]string          // server\x00tool → last finding key
+	reported map[string][]string        // server\x00tool → finding keys recorded, oldest first
 }
 
 // claim is one server's tool under a normalised name; the lowest seq
@@ -93,7 +94,7 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 		return nil, err
 	}
 	s := &Shadow{configured: Alert, runTime: Block, descriptions: cfg.Descriptions == nil || *cfg.Descriptions,
-		claims: map[string][]claim{}, byServer: map[string]map[string]bool{}, reported: map[string]string{}}
+		claims: map[string][]claim{}, byServer: map[string]map[string]bool{}, reported: map[string][]string{}}
 	for _, f := range []struct {
 		name string
 		v    string
@@ -129,6 +130,10 @@ func (s *Shadow) Provision(_ context.Context, h extension.Host) error {
 
 func (s *Shadow) ListFilter() extension.ListFilter { return s.list }
 
+// remembered is how many distinct findings per tool are remembered as
+// recorded.
+const remembered = 8
+
 // Finding is one shadowing detection on a newcomer's tool.
 type Finding struct {
 	// Kind is "name_collision" or "description_claim".
@@ -145,6 +150,15 @@ func (f Finding) severity() string {
 		return "critical"
 	}
 	return "high"
+}
+
+// publicReason says why a tool was blocked, for the model that loaded its
+// server: the other server and tool by name, never the quoted text.
+func (f Finding) publicReason() string {
+	if f.Kind == "name_collision" {
+		return fmt.Sprintf("its name collides with tool %s, listed earlier, so it could impersonate that tool", f.target())
+	}
+	return fmt.Sprintf("its description claims to replace %s", f.target())
 }
 
 func (f Finding) target() string {
@@ -221,6 +235,8 @@ func (s *Shadow) list(ctx context.Context, req *extension.ListRequest, tools []*
 		}
 		s.report(ctx, req, t, findings, action)
 		if len(findings) > 0 && action == Block {
+			f := findings[0]
+			req.Withhold(t.Name, Key+"."+f.Kind, f.publicReason())
 			continue
 		}
 		kept = append(kept, t)
@@ -269,7 +285,6 @@ func (s *Shadow) check(server string, t *mcp.Tool, n string, own map[string]bool
 func (s *Shadow) report(ctx context.Context, req *extension.ListRequest, t *mcp.Tool, findings []Finding, action string) {
 	k := req.ServerName + "\x00" + t.Name
 	if len(findings) == 0 {
-		delete(s.reported, k)
 		return
 	}
 	var sig strings.Builder
@@ -277,10 +292,16 @@ func (s *Shadow) report(ctx context.Context, req *extension.ListRequest, t *mcp.
 	for _, f := range findings {
 		fmt.Fprintf(&sig, "|%s/%s/%s/%s", f.Kind, f.Server, f.Tool, f.Context)
 	}
-	if s.reported[k] == sig.String() {
+	// A server flipping a definition between a claim and none, or between
+	// two claims, is recorded once per finding, not once per listing.
+	sigs := s.reported[k]
+	if slices.Contains(sigs, sig.String()) {
 		return
 	}
-	s.reported[k] = sig.String()
+	if len(sigs) >= remembered {
+		sigs = sigs[1:]
+	}
+	s.reported[k] = append(sigs, sig.String())
 	for _, f := range findings {
 		msg := "tool shadows another server's tool"
 		if f.Kind == "description_claim" {

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,11 @@ type Match struct {
 type Catalog struct {
 	index search.Index
 
+	// update serialises Update and RemoveServer, so the limits hold
+	// across servers listed concurrently.
+	update sync.Mutex
+	limits Limits
+
 	mu      sync.RWMutex
 	servers map[string][]*Tool
 	tools   map[string]*Tool
@@ -64,6 +70,13 @@ type Catalog struct {
 // New returns an empty catalog that keeps idx in step.
 func New(idx search.Index) *Catalog {
 	return &Catalog{index: idx, servers: map[string][]*Tool{}, tools: map[string]*Tool{}}
+}
+
+// SetLimits sets the limits Update enforces from now on.
+func (c *Catalog) SetLimits(l Limits) {
+	c.update.Lock()
+	c.limits = l
+	c.update.Unlock()
 }
 
 // Index returns the search index behind the catalog.
@@ -85,26 +98,37 @@ func (c *Catalog) SetServer(ctx context.Context, server string, defs []*mcp.Tool
 }
 
 // Update is SetServer that also reports the tools that are new or whose
-// definition hash changed.
+// definition hash changed. A list over the limits (PerServer, Total) is
+// refused as a whole with a *TooManyError, leaving the server's tools as
+// they were; definitions over the size limits are skipped like nameless
+// ones.
 func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) ([]Change, error) {
+	c.update.Lock()
+	defer c.update.Unlock()
+	lim := c.limits
+	defs, rejected, err := Admit(server, defs, lim)
+	if err != nil {
+		return nil, err
+	}
+	if lim.Total > 0 {
+		c.mu.RLock()
+		total := len(c.tools) - len(c.servers[server]) + len(defs)
+		c.mu.RUnlock()
+		if total > lim.Total {
+			return nil, &TooManyError{Server: server, Listed: len(defs), Key: KeyTotal, Limit: lim.Total, Total: total}
+		}
+	}
+	var bad []string
+	for _, r := range rejected {
+		if r.Tool == "" {
+			bad = append(bad, r.Reason)
+		} else {
+			bad = append(bad, fmt.Sprintf("tool %q (%s)", r.Tool, r.Reason))
+		}
+	}
 	tools := make([]*Tool, 0, len(defs))
 	docs := make([]search.Doc, 0, len(defs))
-	seen := map[string]bool{}
-	var bad []string
 	for _, d := range defs {
-		if d == nil || d.Name == "" {
-			bad = append(bad, "a tool without a name")
-			continue
-		}
-		if s2, t2, ok := Split(Qualify(server, d.Name)); !ok || s2 != server || t2 != d.Name {
-			bad = append(bad, fmt.Sprintf("tool %q (its qualified name would be ambiguous)", d.Name))
-			continue
-		}
-		if seen[d.Name] {
-			bad = append(bad, fmt.Sprintf("duplicate tool %q", d.Name))
-			continue
-		}
-		seen[d.Name] = true
 		t := &Tool{Server: server, Name: d.Name, Qualified: Qualify(server, d.Name), Def: d, Hash: DefinitionHash(d)}
 		tools = append(tools, t)
 		docs = append(docs, DocOf(t))
@@ -135,6 +159,8 @@ func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) (
 
 // RemoveServer drops every tool of server.
 func (c *Catalog) RemoveServer(server string) {
+	c.update.Lock()
+	defer c.update.Unlock()
 	c.index.Remove(server)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -158,6 +184,13 @@ func (c *Catalog) HasServer(server string) bool {
 	defer c.mu.RUnlock()
 	_, ok := c.servers[server]
 	return ok
+}
+
+// ServerTools returns the tools of server, in the order it listed them.
+func (c *Catalog) ServerTools(server string) []*Tool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.servers[server])
 }
 
 // All returns every tool sorted by qualified name.

@@ -43,6 +43,8 @@ type Config struct {
 	Search Search
 	// Audit configures the audit log.
 	Audit Audit
+	// Limits bounds what upstream tool lists may hold (limits.go).
+	Limits Limits
 	// Exposure says what the client sees: the meta-tools (mode "meta"),
 	// the upstream tools themselves ("passthrough"), or both ("hybrid");
 	// see mode.go.
@@ -58,6 +60,8 @@ type Config struct {
 	// ServersKey is the key the servers were read from: "mcpServers", or
 	// "servers" for a VS Code mcp.json.
 	ServersKey string
+	// HTTP configures the streamable HTTP frontend; see http.go.
+	HTTP HTTP
 	// LLMProxy configures the LLM-API proxy; nil when the file has no
 	// llm_proxy object.
 	LLMProxy *LLMProxy
@@ -246,6 +250,8 @@ type fileFormat struct {
 	// them is matched against their keys for a did-you-mean.
 	Search json.RawMessage `json:"search,omitempty"`
 	Audit  json.RawMessage `json:"audit,omitempty"`
+	HTTP   json.RawMessage `json:"http,omitempty"`
+	Limits *Limits         `json:"limits,omitempty"`
 	// LLMProxy is decoded on its own, like Search and Audit.
 	LLMProxy json.RawMessage `json:"llm_proxy,omitempty"`
 	Exposure
@@ -435,6 +441,20 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 			return nil, &Error{File: file, Msg: err.Error()}
 		}
 		cfg.LLMProxy = lp
+	}
+	if len(ff.HTTP) > 0 {
+		if err := strictDecode(ff.HTTP, &cfg.HTTP); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("http: %v", err)}
+		}
+		if err := cfg.HTTP.validate(); err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
+		}
+	}
+	if ff.Limits != nil {
+		if err := ff.Limits.validate(); err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
+		}
+		cfg.Limits = *ff.Limits
 	}
 	if err := cfg.Search.validate(cfg.Dir); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}

@@ -149,3 +149,34 @@ func TestSearchModeDefaultsToAuto(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLimits(t *testing.T) {
+	cfg, err := Parse([]byte(`{"mcpServers":{},"limits":{"max_tools_per_server":50,"max_description_bytes":2048}}`), "/c.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Limits.Resolved()
+	if l.MaxToolsPerServer != 50 || l.MaxDescriptionBytes != 2048 {
+		t.Fatalf("set values lost: %+v", l)
+	}
+	if l.MaxTools != DefaultMaxTools || l.MaxToolNameBytes != DefaultMaxToolNameBytes || l.MaxSchemaBytes != DefaultMaxSchemaBytes || l.ListChangedPerMinute != DefaultListChangedPerMinute {
+		t.Fatalf("defaults not filled in: %+v", l)
+	}
+	if l := (Limits{}).Resolved(); l.MaxToolsPerServer != DefaultMaxToolsPerServer {
+		t.Fatalf("no limits object: %+v", l)
+	}
+
+	for _, tt := range []struct{ json, want string }{
+		{`{"max_tools":-1}`, "limits.max_tools is -1"},
+		{`{"list_changed_per_minute":-5}`, "limits.list_changed_per_minute is -5"},
+		{`{"max_tools_per_server":200,"max_tools":100}`, "limits.max_tools_per_server (200) is more than limits.max_tools (100)"},
+		{`{"max_tools_per_server":20000}`, "limits.max_tools_per_server (20000) is more than limits.max_tools (10000, the default)"},
+		{`{"max_tool":5}`, `unknown key "max_tool"`},
+		{`{"max_tools":"many"}`, "max_tools"},
+	} {
+		_, err := Parse([]byte(`{"mcpServers":{},"limits":`+tt.json+`}`), "/etc/tg/config.json", nil)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "/etc/tg/config.json") {
+			t.Errorf("limits %s: err = %v, want %q and the file", tt.json, err, tt.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -121,5 +122,40 @@ func TestKeyFile(t *testing.T) {
 	}
 	if _, err := NewSigner([]byte("short"), 0); err == nil {
 		t.Fatal("short key accepted")
+	}
+}
+
+// TestTokenRefusesNonCanonicalBase64: a 32-byte MAC leaves four unused bits
+// in the last base64 character, so a lenient decoder accepts sixteen
+// spellings of one signature. Only the canonical one may verify.
+func TestTokenRefusesNonCanonicalBase64(t *testing.T) {
+	s := newTestSigner(t)
+	tok := s.Issue("alice", []string{"a__x"})
+	if err := s.Verify(tok, "alice", "a__x"); err != nil {
+		t.Fatalf("canonical token: %v", err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	body, sig, _ := strings.Cut(tok, ".")
+	want, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants := 0
+	for _, c := range alphabet {
+		alt := sig[:len(sig)-1] + string(c)
+		if alt == sig {
+			continue
+		}
+		// Only variants a lenient decoder maps to the same bytes matter.
+		if got, err := base64.RawURLEncoding.DecodeString(alt); err != nil || !bytes.Equal(got, want) {
+			continue
+		}
+		variants++
+		if err := s.Verify(body+"."+alt, "alice", "a__x"); !errors.Is(err, ErrTokenInvalid) {
+			t.Errorf("signature spelled %q (same bytes, other padding bits): got %v, want ErrTokenInvalid", alt, err)
+		}
+	}
+	if variants == 0 {
+		t.Fatal("no non-canonical variant found; the test proves nothing")
 	}
 }

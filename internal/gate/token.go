@@ -106,6 +106,8 @@ var (
 	ErrTokenNotOwner = errors.New("discovery token was issued to another principal")
 )
 
+var strictB64 = base64.RawURLEncoding.Strict()
+
 // Verify checks that token is authentic, unexpired, issued to principal and
 // lists tool.
 func (s *Signer) Verify(token, principal, tool string) error {
@@ -116,11 +118,14 @@ func (s *Signer) Verify(token, principal, tool string) error {
 	if !ok {
 		return ErrTokenInvalid
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
+	// Strict decoding: the unused low bits of the last character must be
+	// zero, so exactly one string encodes a token and a token cannot be
+	// replayed under a different spelling.
+	got, err := strictB64.DecodeString(sig)
 	if err != nil || !hmac.Equal(got, s.mac(body)) {
 		return ErrTokenInvalid
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(body)
+	raw, err := strictB64.DecodeString(body)
 	if err != nil {
 		return ErrTokenInvalid
 	}

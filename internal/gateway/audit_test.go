@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -62,14 +63,20 @@ func TestAuditHeadInStatusAndMetrics(t *testing.T) {
 	if head.Seq < 2 || len(head.Hash) != 64 {
 		t.Fatalf("head %+v", head)
 	}
+	// httptest's default Host (example.com) is one the host guard refuses.
+	get := func(path string) *http.Request {
+		r := httptest.NewRequest("GET", path, nil)
+		r.Host = "localhost"
+		return r
+	}
 	rec := httptest.NewRecorder()
-	g.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	g.HTTPHandler().ServeHTTP(rec, get("/status"))
 	var st Status
 	if err := json.NewDecoder(rec.Body).Decode(&st); err != nil || st.Audit == nil || *st.Audit != head {
 		t.Fatalf("/status audit = %+v (%v), want %+v", st.Audit, err, head)
 	}
 	rec = httptest.NewRecorder()
-	g.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	g.HTTPHandler().ServeHTTP(rec, get("/metrics"))
 	body, _ := io.ReadAll(rec.Body)
 	if want := "toolgate_audit_seq " + strconv.FormatUint(head.Seq, 10); !strings.Contains(string(body), want) {
 		t.Fatalf("/metrics lacks %q", want)

@@ -2,14 +2,17 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/secrets"
 )
 
 type echoIn struct {
@@ -149,4 +152,54 @@ func echoServer() *mcp.Server {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Message}}}, nil, nil
 	})
 	return s
+}
+
+// BenchmarkCallToolInMemoryRedacted is BenchmarkCallToolInMemory with 20
+// known secrets and a 64 KiB result that holds none of them: the price of
+// seal's check on every result (with -benchmem, against
+// BenchmarkCallToolInMemoryRedacted/none, the same call with no secret
+// known).
+func BenchmarkCallToolInMemoryRedacted(b *testing.B) {
+	var vals []string
+	for i := range 20 {
+		vals = append(vals, fmt.Sprintf("secret-value-%02d-abcdef", i))
+	}
+	msg := strings.Repeat("lorem ipsum dolor sit amet ", 64*1024/27)
+	for _, tc := range []struct {
+		name string
+		red  *secrets.Redactor
+	}{{"none", nil}, {"20secrets", secrets.NewRedactor(vals...)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			up := echoServer()
+			cfg := &config.Config{Servers: map[string]*config.Server{"up": {Name: "up", Command: "in-memory", Transport: config.TransportStdio}},
+				Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
+			g, err := New(ctx, Options{Config: cfg, StateDir: b.TempDir(), Redactor: tc.red, UpstreamTransport: func(*config.Server) mcp.Transport {
+				ct, st := mcp.NewInMemoryTransports()
+				go up.Run(ctx, st)
+				return ct
+			}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Close()
+			ct, st := mcp.NewInMemoryTransports()
+			g.Connect(ctx, st)
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "b", Version: "1"}, nil).Connect(ctx, ct, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close()
+			if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}}); err != nil || res.IsError {
+				b.Fatal(err, res)
+			}
+			p := &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": msg}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+					b.Fatal(err, res)
+				}
+			}
+		})
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/config"
@@ -133,21 +132,4 @@ func (g *Gateway) redactResult(res *mcp.CallToolResult) *mcp.CallToolResult {
 		return &out
 	}
 	return res
-}
-
-// redactRPCError masks known secrets in an upstream's JSON-RPC error
-// relayed to the client.
-func (g *Gateway) redactRPCError(e *jsonrpc.Error) *jsonrpc.Error {
-	if g.redact == nil || e == nil {
-		return e
-	}
-	out := *e
-	out.Message = g.redact.String(e.Message)
-	if len(e.Data) > 0 {
-		out.Data = json.RawMessage(g.redact.String(string(e.Data)))
-		if !json.Valid(out.Data) {
-			out.Data = nil
-		}
-	}
-	return &out
 }

@@ -56,7 +56,7 @@ func TestAuthFailure(t *testing.T) {
 type authServer struct {
 	mu      sync.Mutex
 	want    string
-	seen    []string // Authorization headers received
+	seen    []seenRequest
 	srv     *httptest.Server
 	handler http.Handler
 }
@@ -70,7 +70,7 @@ func newAuthServer(t *testing.T, want string) *authServer {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
-		a.seen = append(a.seen, r.Header.Get("Authorization"))
+		a.seen = append(a.seen, seenRequest{auth: r.Header.Get("Authorization"), session: r.Header.Get("Mcp-Session-Id")})
 		ok := r.Header.Get("Authorization") == "Bearer "+a.want
 		a.mu.Unlock()
 		if !ok {
@@ -85,10 +85,16 @@ func newAuthServer(t *testing.T, want string) *authServer {
 
 func (a *authServer) setWant(v string) { a.mu.Lock(); a.want = v; a.mu.Unlock() }
 
-func (a *authServer) headers() []string {
+// seenRequest is what authServer remembers of one request.
+type seenRequest struct {
+	auth    string // the Authorization header
+	session string // Mcp-Session-Id, empty on initialize
+}
+
+func (a *authServer) headers() []seenRequest {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]string(nil), a.seen...)
+	return append([]seenRequest(nil), a.seen...)
 }
 
 func TestTokensRotationAndRunTimeLoads(t *testing.T) {
@@ -146,14 +152,21 @@ func TestTokensRotationAndRunTimeLoads(t *testing.T) {
 	}
 
 	// A run-time load under another name, of the same URL, gets no token.
+	// The configured server's own session may still send requests (its
+	// standalone stream reconnects with the rotated token), so only requests
+	// outside the sessions that existed before the load are the load's.
 	before := len(srv.headers())
+	known := map[string]bool{}
+	for _, h := range srv.headers() {
+		known[h.session] = h.session != ""
+	}
 	r = callTool("load_mcp_server", map[string]any{"server_name": "rogue", "url": srv.srv.URL + "/mcp"})
 	if !r.IsError {
 		t.Fatalf("rogue load succeeded without a token?! %s", resText(r))
 	}
 	for _, h := range srv.headers()[before:] {
-		if h != "" {
-			t.Fatalf("run-time load sent Authorization %q", h)
+		if !known[h.session] && h.auth != "" {
+			t.Fatalf("run-time load sent Authorization %q", h.auth)
 		}
 	}
 	// Loading the configured name at another URL is refused (name taken).

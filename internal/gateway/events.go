@@ -62,8 +62,9 @@ func (g *Gateway) record(ctx context.Context, e extension.Event) error {
 	if g.audit == nil {
 		return nil
 	}
+	// Names come from upstreams too: none is written unmasked.
 	return g.audit.Append(audit.Event{
-		Type: e.Type, Session: e.Session, Server: e.Server, Tool: e.Tool,
+		Type: e.Type, Session: e.Session, Server: g.redact.String(e.Server), Tool: g.redact.String(e.Tool),
 		Action: e.Action, Reason: e.Reason, Fields: e.Fields,
 	})
 }

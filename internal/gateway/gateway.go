@@ -57,6 +57,12 @@ type Options struct {
 	// server through it instead of its command or URL (tests, benchmarks,
 	// programs embedding servers in process).
 	UpstreamTransport func(cfg *config.Server) mcp.Transport
+	// StartInBackground makes New return before the configured servers are
+	// connected and indexed: a server that is slow or never answers does
+	// not hold up the client's initialize. Their tools appear as each
+	// server comes up (see WaitStarted and Starting). Without it, New
+	// returns once every server has been tried (one-off commands).
+	StartInBackground bool
 }
 
 // Gateway is a running toolgate instance.
@@ -84,16 +90,22 @@ type Gateway struct {
 	ctx    context.Context // lives until Close; used for background re-listing
 	cancel context.CancelFunc
 
+	startup startup // configured servers still being connected and indexed
+
 	cache   *catcache.Cache // tool lists of configured servers, for lazy ones
 	listMu  sync.Mutex
 	listing map[string]*listState // per server: serialises listing
+
+	limits   config.Limits // resolved
+	recorded recordedHashes
 }
 
-// listState serialises the listing of one server and remembers which start
-// of it the catalogue reflects.
+// listState serialises the listing of one server, remembers which start
+// of it the catalogue reflects, and coalesces its list_changed re-lists.
 type listState struct {
 	sync.Mutex
-	starts int
+	starts  int
+	relists *coalescer
 }
 
 // New builds a gateway: it provisions the extensions (an extension that
@@ -118,6 +130,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.cat = catalog.New(idx)
 	g.idx = idx
+	g.setLimits(opts.Config.Limits)
 
 	key, err := gate.LoadOrCreateKey(filepath.Join(opts.StateDir, "gate.key"))
 	if err != nil {
@@ -159,6 +172,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		uopts.ClientMiddleware = g.pt.clientMiddleware
 	}
 	g.ups = upstream.NewManager(uopts)
+	g.metrics.serverLabel = g.metricServer
 	g.servers = map[scope]*mcp.Server{}
 	for _, s := range []scope{scopeConnection, scopeStateless} {
 		if opts.Config.Mode == config.ModePassthrough {
@@ -173,11 +187,18 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 			g.Close()
 			return nil, err
 		}
+		g.seal(g.servers[s])
 	}
 	if ign := opts.Config.Ignored; len(ign) > 0 {
 		log.Info("config: ignoring settings of other MCP clients", "keys", strings.Join(ign, ","))
 	}
-	g.startConfigured(ctx)
+	if opts.StartInBackground {
+		// The client's context may be short (a request's); the startup
+		// lives as long as the gateway.
+		g.startConfigured(g.ctx, true)
+	} else {
+		g.startConfigured(ctx, false)
+	}
 	return g, nil
 }
 
@@ -232,7 +253,10 @@ func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 	return out, nil
 }
 
-func (g *Gateway) startConfigured(ctx context.Context) {
+// startConfigured connects and indexes every configured server
+// concurrently. In the background it returns at once; each server leaves
+// the starting set when it is indexed or has failed.
+func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 	names := make([]string, 0, len(g.cfg.Servers))
 	for n, s := range g.cfg.Servers {
 		if s.Disabled {
@@ -246,23 +270,37 @@ func (g *Gateway) startConfigured(ctx context.Context) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var wg sync.WaitGroup
+	var srvs []*upstream.Server
 	for _, n := range names {
 		srv, err := g.ups.Add(g.cfg.Servers[n])
 		if err != nil {
 			g.log.Warn("skipping server", "server", n, "error", err)
 			continue
 		}
-		wg.Add(1)
+		srvs = append(srvs, srv)
+	}
+	g.startup.begin(len(srvs))
+	for _, srv := range srvs {
+		g.startup.add(srv.Name())
+	}
+	for _, srv := range srvs {
 		go func() {
-			defer wg.Done()
-			if err := g.indexConfigured(ctx, srv); err != nil {
+			n := srv.Name()
+			defer g.serverStarted(n)
+			if err := g.indexConfigured(ctx, srv); err != nil && ctx.Err() == nil {
 				g.log.Warn("skipping server: it failed to start or list its tools; the others keep working", "server", n, "error", err)
 			}
 		}()
 	}
-	wg.Wait()
-	g.log.Info("gateway ready", "servers", len(g.ups.Servers()), "tools", g.cat.Len())
+	done := func() {
+		g.startup.wg.Wait()
+		g.log.Info("gateway ready", "servers", len(g.ups.Servers()), "tools", g.cat.Len())
+	}
+	if background {
+		go done()
+		return
+	}
+	done()
 }
 
 // indexConfigured puts a configured server's tools in the catalogue. A lazy
@@ -271,21 +309,27 @@ func (g *Gateway) startConfigured(ctx context.Context) {
 func (g *Gateway) indexConfigured(ctx context.Context, srv *upstream.Server) error {
 	cfg := srv.Config()
 	if !cfg.Lazy {
-		return g.index(ctx, srv, 0)
+		if err := g.index(ctx, srv, 0); err != nil {
+			return err
+		}
+		g.log.Info("indexed server", "server", srv.Name(), "tools", g.toolCount(srv.Name()))
+		return nil
 	}
 	e, ok, err := g.cache.Load(cfg)
 	if err != nil {
 		g.log.Warn("catalogue cache unreadable; listing the server instead", "server", srv.Name(), "error", err)
 	}
 	if ok {
-		g.catalogue(ctx, srv.Name(), e.Tools, false)
-		g.log.Info("indexed lazy server from the catalogue cache; it starts on first call", "server", srv.Name(), "tools", len(e.Tools), "cached", e.Updated.Format(time.RFC3339))
+		if _, err := g.catalogue(ctx, srv.Name(), e.Tools, false); err != nil {
+			return err
+		}
+		g.log.Info("indexed lazy server from the catalogue cache; it starts on first call", "server", srv.Name(), "tools", g.toolCount(srv.Name()), "cached", e.Updated.Format(time.RFC3339))
 		return nil
 	}
 	err = g.index(ctx, srv, 0)
 	srv.Stop()
 	if err == nil {
-		g.log.Info("lazy server listed and stopped; it starts on first call", "server", srv.Name())
+		g.log.Info("indexed lazy server; stopped until its first call", "server", srv.Name(), "tools", g.toolCount(srv.Name()))
 	}
 	return err
 }
@@ -296,13 +340,7 @@ func (g *Gateway) indexConfigured(ctx context.Context, srv *upstream.Server) err
 // start of the server (or a later one).
 func (g *Gateway) index(ctx context.Context, srv *upstream.Server, after int) error {
 	name := srv.Name()
-	g.listMu.Lock()
-	ls := g.listing[name]
-	if ls == nil {
-		ls = &listState{}
-		g.listing[name] = ls
-	}
-	g.listMu.Unlock()
+	ls := g.listStateOf(name)
 	ls.Lock()
 	defer ls.Unlock()
 	var tools []*mcp.Tool
@@ -324,13 +362,21 @@ func (g *Gateway) index(ctx context.Context, srv *upstream.Server, after int) er
 		return err
 	}
 	ls.starts = srv.Status().Starts
-	g.catalogue(ctx, name, tools, g.runTime(name))
+	tools = g.refuseSecretNames(ctx, name, tools) // before the cache writes them
+	if _, err := g.catalogue(ctx, name, tools, g.runTime(name)); err != nil {
+		// Over a limit: none of its tools stay, not even the earlier ones
+		// (they may be what the server no longer serves).
+		g.cat.RemoveServer(name)
+		return err
+	}
 	if cfg, ok := g.cfg.Servers[name]; ok && cfg == srv.Config() {
 		if err := g.cache.Save(cfg, tools); err != nil {
 			g.log.Warn("catalogue cache not updated", "server", name, "error", err)
 		}
 	}
-	g.log.Info("indexed server", "server", name, "tools", len(tools))
+	// Startup (indexConfigured) and load_mcp_server report the result
+	// once; re-lists are routine.
+	g.log.Debug("listed server", "server", name, "listed", len(tools))
 	return nil
 }
 
@@ -385,41 +431,6 @@ func (g *Gateway) toolRefs() []extension.ToolRef {
 	return out
 }
 
-// catalogue passes a server's tools through the list filters, puts what
-// is left in the catalogue and records each new or changed definition. A
-// list filter that fails hides the whole list (fail closed).
-func (g *Gateway) catalogue(ctx context.Context, server string, tools []*mcp.Tool, runTime bool) {
-	tools, err := g.pipe.List(ctx, &extension.ListRequest{ServerName: server, RunTime: runTime}, tools)
-	if err != nil {
-		g.log.Error("list filter refused the server's tools; none are searchable", "server", server, "error", err)
-		tools = nil
-	}
-	changes, err := g.cat.Update(ctx, server, tools)
-	if err != nil {
-		g.log.Warn("some tools were not indexed", "server", server, "error", err)
-	}
-	for _, c := range changes {
-		if c.Previous == "" {
-			g.emit(ctx, extension.Event{Type: audit.ToolSeen, Server: server, Tool: c.Tool.Name, Fields: map[string]any{"tool_hash": c.Tool.Hash, "description": c.Tool.Def.Description}})
-		} else {
-			g.emit(ctx, extension.Event{Type: audit.ToolChanged, Server: server, Tool: c.Tool.Name, Fields: map[string]any{"previous_hash": c.Previous, "new_hash": c.Tool.Hash}})
-		}
-	}
-}
-
-// relist re-indexes a server after notifications/tools/list_changed.
-func (g *Gateway) relist(name string) {
-	srv, ok := g.ups.Get(name)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(g.ctx, upstream.DefaultConnectTimeout)
-	defer cancel()
-	if err := g.index(ctx, srv, 0); err != nil && g.ctx.Err() == nil {
-		g.log.Warn("re-listing tools after list_changed failed", "server", name, "error", err)
-	}
-}
-
 // WaitIndexed blocks until every known tool is in the semantic index (a
 // no-op for the lexical index) or ctx ends.
 func (g *Gateway) WaitIndexed(ctx context.Context) error {
@@ -444,6 +455,12 @@ func (g *Gateway) Close() error {
 	if g.ups != nil {
 		errs = append(errs, g.ups.Close())
 	}
+	// Servers still starting in the background end with their upstreams;
+	// they must not catalogue or record anything after the audit log and
+	// the extensions are closed.
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = g.WaitStarted(wctx)
+	wcancel()
 	if g.pipe != nil {
 		errs = append(errs, g.pipe.Close())
 	}

@@ -19,6 +19,15 @@ type metrics struct {
 	duration  *prometheus.HistogramVec
 	searches  prometheus.Counter
 	events    *prometheus.CounterVec
+
+	sessions        prometheus.Gauge
+	sessionsEvicted prometheus.Counter
+
+	// serverLabel maps an event's server to its label value. A server
+	// name in an event may come from a client (a call_tool name that
+	// splits into an unknown server), and each distinct label value is a
+	// new time series kept forever; see Gateway.metricServer.
+	serverLabel func(string) string
 }
 
 func newMetrics() *metrics {
@@ -40,19 +49,29 @@ func newMetrics() *metrics {
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_events_total", Help: "Recorded events by type and action.",
 		}, []string{"type", "action"}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "toolgate_http_sessions", Help: "Stateful streamable HTTP sessions open (and being opened).",
+		}),
+		sessionsEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolgate_http_sessions_evicted_total", Help: "Sessions closed because http.max_sessions was reached (least recently used first).",
+		}),
 	}
-	m.reg.MustRegister(m.calls, m.decisions, m.duration, m.searches, m.events,
+	m.reg.MustRegister(m.calls, m.decisions, m.duration, m.searches, m.events, m.sessions, m.sessionsEvicted,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) observe(e extension.Event) {
 	m.events.WithLabelValues(e.Type, e.Action).Inc()
+	server := "unknown"
+	if m.serverLabel != nil {
+		server = m.serverLabel(e.Server)
+	}
 	switch e.Type {
 	case audit.Search:
 		m.searches.Inc()
 	case audit.ToolCallIntercepted:
-		m.decisions.WithLabelValues(e.Server, e.Action, e.Reason).Inc()
+		m.decisions.WithLabelValues(server, e.Action, e.Reason).Inc()
 	case audit.ToolCalled:
 		outcome := "ok"
 		if e.Action == "error" {
@@ -60,13 +79,27 @@ func (m *metrics) observe(e extension.Event) {
 		} else if isErr, _ := e.Fields["is_error"].(bool); isErr {
 			outcome = "tool_error"
 		}
-		m.calls.WithLabelValues(e.Server, outcome).Inc()
+		m.calls.WithLabelValues(server, outcome).Inc()
 		if ms, ok := e.Fields["duration_ms"].(float64); ok {
-			m.duration.WithLabelValues(e.Server).Observe(float64(ms) / 1000)
+			m.duration.WithLabelValues(server).Observe(float64(ms) / 1000)
 		}
 	}
 }
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// metricServer is the metrics label of a server: its name when the config
+// names it, "loaded" for a server connected at run time by
+// load_mcp_server (whose name a client chose), and "unknown" for any other
+// name, such as the server part of a call_tool name that matches nothing.
+func (g *Gateway) metricServer(name string) string {
+	if _, ok := g.cfg.Servers[name]; ok {
+		return name
+	}
+	if _, ok := g.ups.Get(name); ok {
+		return "loaded"
+	}
+	return "unknown"
 }

@@ -26,7 +26,9 @@ import (
 // response filters), and everything else MCP carries is relayed to the
 // upstream that owns it, in both directions. Hybrid mode serves the
 // meta-tools plus the configured pinned tools this way. docs/passthrough.md
-// describes the behaviour; this file is its implementation.
+// describes the behaviour; this file is its implementation. Nothing here
+// masks secrets: seal (redact.go) masks every message the client-facing
+// server sends, whatever relay produced it.
 
 // uriPrefix marks a resource URI (or URI template) that more than one
 // upstream serves: toolgate://SERVER/ORIGINAL. Server names never contain
@@ -293,7 +295,6 @@ func (p *passthrough) listTools(ctx context.Context, sc scope, req *mcp.ListTool
 		}
 		def := *t.Def
 		def.Name = p.exposeTool(t)
-		def.Description = p.g.redactString(def.Description)
 		out.Tools = append(out.Tools, &def)
 		names = append(names, r.Name)
 	}
@@ -344,11 +345,11 @@ func (p *passthrough) callTool(ctx context.Context, sc scope, req *mcp.CallToolR
 	if err != nil {
 		var rpc *jsonrpc.Error
 		if errors.As(err, &rpc) && !isDenial(err) {
-			return nil, p.g.redactRPCError(rpc)
+			return nil, rpc
 		}
 		return nil, filterRPCError(err)
 	}
-	return p.g.redactResult(res), nil
+	return res, nil
 }
 
 func isDenial(err error) bool { _, ok := extension.AsDenial(err); return ok }
@@ -456,15 +457,31 @@ func (p *passthrough) caller(server, method string) (*mcp.ServerSession, error) 
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("toolgate: %d client sessions have requests in flight on %q; %s cannot be attributed to one of them, so it is refused", len(m), server, method)}
 }
 
-// relayMeta copies a client's _meta for the upstream, replacing its
-// progress token with one of ours that maps back to the client's.
+// hopMeta are the _meta keys by which a stateless (2026-07-28) client
+// describes its own connection to toolgate on each request. They are not
+// the upstream's business, and an upstream session negotiated on an older
+// revision refuses a request that carries them ("unsupported protocol
+// version").
+var hopMeta = map[string]bool{
+	"io.modelcontextprotocol/protocolVersion":    true,
+	"io.modelcontextprotocol/clientInfo":         true,
+	"io.modelcontextprotocol/clientCapabilities": true,
+	"io.modelcontextprotocol/logLevel":           true,
+	"io.modelcontextprotocol/subscriptionId":     true,
+}
+
+// relayMeta copies a client's _meta for the upstream, without the
+// per-hop keys, replacing its progress token with one of ours that maps
+// back to the client's.
 func (p *passthrough) relayMeta(meta mcp.Meta, ss *mcp.ServerSession) mcp.Meta {
 	if len(meta) == 0 {
 		return nil
 	}
 	out := make(mcp.Meta, len(meta))
 	for k, v := range meta {
-		out[k] = v
+		if !hopMeta[k] {
+			out[k] = v
+		}
 	}
 	if tok, ok := meta["progressToken"]; ok && ss != nil {
 		ours := "toolgate-" + strconv.FormatUint(p.seq.Add(1), 10)
@@ -756,9 +773,6 @@ func (p *passthrough) readResource(ctx context.Context, req *mcp.ReadResourceReq
 				c.URI = uri
 			}
 		}
-		if c != nil {
-			c.Text = p.g.redactString(c.Text)
-		}
 	}
 	return res, nil
 }
@@ -817,7 +831,6 @@ func (p *passthrough) listPrompts(ctx context.Context, req *mcp.ListPromptsReque
 		for _, pr := range l.prompts {
 			c := *pr
 			c.Name = p.expose(l.server, pr.Name)
-			c.Description = p.g.redactString(c.Description)
 			res.Prompts = append(res.Prompts, &c)
 		}
 	}
@@ -842,19 +855,6 @@ func (p *passthrough) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) 
 	})
 	if err != nil {
 		return nil, relayErr(err)
-	}
-	for _, m := range res.Messages {
-		if m == nil {
-			continue
-		}
-		switch c := m.Content.(type) {
-		case *mcp.TextContent:
-			c.Text = p.g.redactString(c.Text)
-		case *mcp.EmbeddedResource:
-			if c.Resource != nil {
-				c.Resource.Text = p.g.redactString(c.Resource.Text)
-			}
-		}
 	}
 	return res, nil
 }
@@ -934,9 +934,6 @@ func (p *passthrough) clientOptions(server string) mcp.ClientOptions {
 		},
 		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) {
 			params := *req.Params
-			if s, ok := params.Data.(string); ok {
-				params.Data = p.g.redactString(s)
-			}
 			if params.Logger == "" {
 				params.Logger = server
 			}
@@ -977,18 +974,10 @@ func (p *passthrough) clientOptions(server string) mcp.ClientOptions {
 				}
 			}
 		},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			// The manager re-lists on its own goroutine too; re-listing here
-			// first means a client that reacts to the notification sees the
-			// new list.
-			go func() {
-				p.g.relist(server)
-				for _, s := range p.g.servers {
-					s.AddTool(&mcp.Tool{Name: placeholderTool, InputSchema: map[string]any{"type": "object"}}, placeholderToolHandler)
-					s.RemoveTools(placeholderTool)
-				}
-			}()
-		},
+		// Nothing to do for tools/list_changed: the manager hands it to
+		// Gateway.relist, which coalesces a flood of them and tells the
+		// clients after each re-list, so they see the new list.
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
 		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
 			for _, s := range p.g.servers {
 				s.AddPrompt(&mcp.Prompt{Name: placeholderPrompt}, placeholderPromptHandler)
@@ -1046,14 +1035,6 @@ func placeholderPromptHandler(context.Context, *mcp.GetPromptRequest) (*mcp.GetP
 
 func placeholderResourceHandler(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	return nil, mcp.ResourceNotFoundError(req.Params.URI)
-}
-
-// redactString masks known secrets in text sent to the client.
-func (g *Gateway) redactString(s string) string {
-	if g.redact == nil || s == "" {
-		return s
-	}
-	return g.redact.String(s)
 }
 
 // clientMiddleware relays the server-to-client requests the SDK client

@@ -2,26 +2,28 @@ package gateway
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/secrets"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 // Status is what GET /status and `toolgate status` report.
 type Status struct {
-	Version    string         `json:"version"`
-	PID        int            `json:"pid"`
-	Goroutines int            `json:"goroutines"`
-	Time       time.Time      `json:"time"`
-	Tools      int            `json:"tools"`
-	Servers    []ServerStatus `json:"servers"`
+	Version    string    `json:"version"`
+	PID        int       `json:"pid"`
+	Goroutines int       `json:"goroutines"`
+	Time       time.Time `json:"time"`
+	Tools      int       `json:"tools"`
+	// Starting lists the configured servers not yet indexed (serve
+	// answers clients while its upstreams start).
+	Starting []string       `json:"starting,omitempty"`
+	Servers  []ServerStatus `json:"servers"`
 	// Audit is the audit chain's last record (absent when auditing is off).
 	Audit *audit.Head `json:"audit,omitempty"`
 }
@@ -41,10 +43,10 @@ func (g *Gateway) Status() Status {
 	for _, t := range all {
 		perServer[t.Server]++
 	}
-	st := Status{Version: Version, PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), Time: time.Now().UTC(), Tools: len(all)}
+	st := Status{Version: Version, PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), Time: time.Now().UTC(), Tools: len(all), Starting: g.Starting()}
 	for _, s := range g.ups.Servers() {
 		us := s.Status()
-		us.LastError = g.redact.String(us.LastError)
+		us.LastError = secrets.StripURLs(g.redactString(us.LastError))
 		st.Servers = append(st.Servers, ServerStatus{Status: us, Tools: perServer[us.Name]})
 	}
 	// Configured servers that are not running because of the config (a
@@ -74,16 +76,12 @@ func (g *Gateway) Status() Status {
 // not start because its config entry cannot be used as it is.
 const StateDisabled upstream.State = "disabled"
 
-// statusHandler serves GET /status as JSON. Like /mcp, a loopback listener
-// refuses a Host that is not loopback (DNS rebinding).
+// statusHandler serves GET /status as JSON (behind the host guard, like
+// every path).
 func (g *Gateway) statusHandler(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && loopback(la.String()) && !loopback(r.Host) {
-		http.Error(w, "forbidden: invalid Host header", http.StatusForbidden)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -91,18 +89,4 @@ func (g *Gateway) statusHandler(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(g.Status())
-}
-
-// loopback reports whether a host or host:port names the loopback interface.
-func loopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -340,11 +340,14 @@ func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]e
 	if len(results) > req.TopK {
 		results = results[:req.TopK]
 	}
-	note := ""
+	var notes []string
 	if res.Partial {
-		note = res.Note
+		notes = append(notes, res.Note)
 	}
-	return results, note, nil
+	if n := g.startingNote(); n != "" {
+		notes = append(notes, n)
+	}
+	return results, strings.Join(notes, " "), nil
 }
 
 func renderSearch(query string, out SearchOutput, threshold float64) string {
@@ -587,41 +590,47 @@ func (g *Gateway) handleLoad(ctx context.Context, sc scope, req *mcp.CallToolReq
 	if sc == scopeConnection {
 		lreq.Session = g.sessionKey(req.Session)
 	}
-	n, err := g.Load(ctx, lreq)
+	out, err := g.Load(ctx, lreq)
 	if err != nil {
 		if d, ok := extension.AsDenial(err); ok {
 			return errorResult("load_mcp_server: loading %q was refused by %s: %s", a.ServerName, d.Rule, d.Reason), nil
 		}
 		return errorResult("load_mcp_server: %v", err), nil
 	}
+	held := out.Held
+	if held == nil {
+		held = []HeldTool{}
+	}
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Connected %q with %d tool(s). Use search_tools to find them.", a.ServerName, n)}},
-		StructuredContent: map[string]any{"server_name": a.ServerName, "tools": n},
+		Content:           []mcp.Content{&mcp.TextContent{Text: loadMessage(a.ServerName, out)}},
+		StructuredContent: map[string]any{"server_name": a.ServerName, "tools": out.Usable, "listed": out.Listed, "blocked": held},
 	}, nil
 }
 
 // Load connects a remote server at run time: it validates the request, runs
 // the load filters before any connection is made, then connects, lists and
-// indexes. It returns the number of tools indexed.
-func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, error) {
+// indexes. It returns how many tools were listed, how many the model can
+// use, and why each other one cannot be used. A list over the tool-count
+// limits fails the load.
+func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (ListOutcome, error) {
 	if err := config.ValidateServerName(req.ServerName); err != nil {
-		return 0, err
+		return ListOutcome{}, err
 	}
 	if err := config.ValidateURL(req.URL); err != nil {
-		return 0, err
+		return ListOutcome{}, err
 	}
 	if _, exists := g.ups.Get(req.ServerName); exists {
-		return 0, fmt.Errorf("a server named %q is already connected; choose another name", req.ServerName)
+		return ListOutcome{}, fmt.Errorf("a server named %q is already connected; choose another name", req.ServerName)
 	}
 	if conf, ok := g.cfg.Servers[req.ServerName]; ok && conf.DisabledReason != "" {
 		// Its entry holds unresolved variables: connecting would send
 		// "$TOKEN" as a header, and any other URL would impersonate it.
-		return 0, fmt.Errorf("the configured server %q is disabled: %s", req.ServerName, conf.DisabledReason)
+		return ListOutcome{}, fmt.Errorf("the configured server %q is disabled: %s", req.ServerName, conf.DisabledReason)
 	}
 	if conf, ok := g.cfg.Servers[req.ServerName]; ok && !(conf.IsRemote() && sameURL(conf.URL, req.URL)) {
 		// A configured (e.g. disabled) server's name is not free for a
 		// different URL: that would impersonate it.
-		return 0, fmt.Errorf("the name %q belongs to a server in the config at another address; choose another name", req.ServerName)
+		return ListOutcome{}, fmt.Errorf("the name %q belongs to a server in the config at another address; choose another name", req.ServerName)
 	}
 	// A zone or a number only some resolvers read as an address would
 	// make the host mean one thing to a filter and another to the dialer.
@@ -631,7 +640,7 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 			herr = netguard.CheckHost(u.Hostname())
 		}
 		g.emit(ctx, extension.Event{Type: audit.ServerLoadDenied, Session: req.Session, Server: req.ServerName, Action: "block", Reason: "url", Fields: map[string]any{"url": req.URL}})
-		return 0, &extension.Denial{Rule: "load.url", Reason: herr.Error(), Detail: herr.Error(), Code: extension.CodePermissionDenied}
+		return ListOutcome{}, &extension.Denial{Rule: "load.url", Reason: herr.Error(), Detail: herr.Error(), Code: extension.CodePermissionDenied}
 	}
 	if err := g.pipe.Load(ctx, req); err != nil {
 		reason := "load_filter"
@@ -639,7 +648,7 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 			reason = d.Rule
 		}
 		g.emit(ctx, extension.Event{Type: audit.ServerLoadDenied, Session: req.Session, Server: req.ServerName, Action: "block", Reason: reason, Fields: map[string]any{"url": req.URL}})
-		return 0, err
+		return ListOutcome{}, err
 	}
 	cfg := &config.Server{Name: req.ServerName, URL: req.URL, Transport: config.TransportStreamableHTTP}
 	configured := false
@@ -666,7 +675,7 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 	}
 	srv, err := g.ups.Add(cfg, sopts...)
 	if err != nil {
-		return 0, err
+		return ListOutcome{}, err
 	}
 	tools, err := srv.ListTools(ctx)
 	if err != nil {
@@ -682,15 +691,20 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (int, er
 				rule = "load_control.deny_url_patterns"
 			}
 			g.emit(ctx, extension.Event{Type: audit.ServerLoadDenied, Session: req.Session, Server: req.ServerName, Action: "block", Reason: rule, Fields: map[string]any{"url": req.URL}})
-			return 0, &extension.Denial{Rule: rule, Reason: "the server's address is on a network this gateway does not load servers from", Detail: f.Refusal.Error(), Code: extension.CodePermissionDenied}
+			return ListOutcome{}, &extension.Denial{Rule: rule, Reason: "the server's address is on a network this gateway does not load servers from", Detail: f.Refusal.Error(), Code: extension.CodePermissionDenied}
 		}
 		if f.Class == upstream.FailureHTTPStatus && (f.Status == 401 || f.Status == 403) {
-			return 0, errors.New(g.authMessage(req.ServerName))
+			return ListOutcome{}, errors.New(g.authMessage(req.ServerName))
 		}
-		return 0, fmt.Errorf("could not connect to %q: %s", req.ServerName, f)
+		return ListOutcome{}, fmt.Errorf("could not connect to %q: %s", req.ServerName, f)
 	}
-	g.catalogue(ctx, req.ServerName, tools, true)
-	g.emit(ctx, extension.Event{Type: audit.ServerLoaded, Session: req.Session, Server: req.ServerName, Action: "allow", Fields: map[string]any{"url": req.URL, "tools": len(tools)}})
-	g.log.Info("loaded server at run time", "server", req.ServerName, "tools", len(tools))
-	return len(tools), nil
+	out, err := g.catalogue(ctx, req.ServerName, tools, true)
+	if err != nil {
+		g.ups.Remove(req.ServerName)
+		g.recorded.forget(req.ServerName)
+		return ListOutcome{}, err
+	}
+	g.emit(ctx, extension.Event{Type: audit.ServerLoaded, Session: req.Session, Server: req.ServerName, Action: "allow", Fields: map[string]any{"url": req.URL, "tools": out.Usable, "listed": out.Listed}})
+	g.log.Info("loaded server at run time", "server", req.ServerName, "tools", out.Usable, "listed", out.Listed)
+	return out, nil
 }

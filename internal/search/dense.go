@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,10 +53,16 @@ type Dense struct {
 	free     []int32
 	slot     map[string]int32
 	byServer map[string][]int32
-	queue    []job
-	pending  int // slots in slotPending
-	done     int // embedded since the queue was last empty, for progress
-	idle     *sync.Cond
+	// queues holds each server's documents waiting for their vector, and
+	// turn the servers with a queue, in the order they are served: the
+	// worker embeds one batch of a server, then moves on to the next, so
+	// a server listing thousands of tools does not hold back a small one
+	// listed after it.
+	queues  map[string][]job
+	turn    []string
+	pending int // slots in slotPending
+	done    int // embedded since the queue was last empty, for progress
+	idle    *sync.Cond
 
 	qmu    sync.Mutex
 	qlru   *list.List // of *qentry, most recent first
@@ -85,7 +92,7 @@ func NewDense(emb embed.Embedder, cache *VecCache, log *slog.Logger) *Dense {
 	}
 	d := &Dense{
 		emb: emb, cache: cache, log: log, dim: emb.Dim(),
-		slot: map[string]int32{}, byServer: map[string][]int32{},
+		slot: map[string]int32{}, byServer: map[string][]int32{}, queues: map[string][]job{},
 		qlru: list.New(), qindex: map[string]*list.Element{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{}),
 	}
@@ -122,7 +129,7 @@ func (d *Dense) Set(_ context.Context, server string, docs []Doc) error {
 	d.mu.Lock()
 	d.removeLocked(server)
 	slots := make([]int32, len(prepared))
-	queued := false
+	var queue []job
 	for i, p := range prepared {
 		s := d.allocLocked(p.id)
 		slots[i] = s
@@ -133,12 +140,15 @@ func (d *Dense) Set(_ context.Context, server string, docs []Doc) error {
 		}
 		d.state[s] = slotPending
 		d.pending++
-		d.queue = append(d.queue, job{slot: s, gen: d.gen[s], key: p.key, text: p.text})
-		queued = true
+		queue = append(queue, job{slot: s, gen: d.gen[s], key: p.key, text: p.text})
 	}
 	d.byServer[server] = slots
+	if len(queue) > 0 {
+		d.queues[server] = queue
+		d.turn = append(d.turn, server)
+	}
 	d.mu.Unlock()
-	if queued {
+	if len(queue) > 0 {
 		select {
 		case d.wake <- struct{}{}:
 		default:
@@ -193,6 +203,10 @@ func (d *Dense) removeLocked(server string) {
 		}
 	}
 	delete(d.byServer, server)
+	if _, ok := d.queues[server]; ok {
+		delete(d.queues, server)
+		d.turn = slices.DeleteFunc(d.turn, func(s string) bool { return s == server })
+	}
 	if d.pending == 0 {
 		d.idle.Broadcast()
 	}
@@ -221,7 +235,8 @@ func (d *Dense) Wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Close stops the background indexer.
+// Close stops the background indexer without waiting for the queue: the
+// batch being embedded is abandoned and the rest stays pending.
 func (d *Dense) Close() error {
 	select {
 	case <-d.stop:
@@ -234,21 +249,27 @@ func (d *Dense) Close() error {
 
 func (d *Dense) worker() {
 	defer close(d.exited)
+	// Close cancels the batch being embedded and drops the queue: shutdown
+	// does not wait for thousands of pending tools. What was embedded is in
+	// the vector cache already, so the next start resumes from there.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-d.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var start time.Time
 	lastLog := time.Now()
 	for {
-		d.mu.Lock()
-		batch := make([]job, 0, embedBatch)
-		for len(d.queue) > 0 && len(batch) < embedBatch {
-			j := d.queue[0]
-			d.queue = d.queue[1:]
-			// Skip documents replaced or removed since they were queued.
-			if d.gen[j.slot] == j.gen && d.state[j.slot] == slotPending {
-				batch = append(batch, j)
-			}
+		if ctx.Err() != nil {
+			return
 		}
+		d.mu.Lock()
+		batch := d.nextBatchLocked()
 		if len(batch) == 0 {
-			d.queue = nil
 			d.done = 0
 			d.idle.Broadcast()
 			d.mu.Unlock()
@@ -269,7 +290,10 @@ func (d *Dense) worker() {
 		for i, j := range batch {
 			texts[i] = j.text
 		}
-		vecs, err := d.emb.Embed(context.Background(), texts)
+		vecs, err := d.emb.Embed(ctx, texts)
+		if ctx.Err() != nil {
+			return // closing: the batch stays pending, like the rest of the queue
+		}
 		if err == nil && len(vecs) != len(batch) {
 			err = fmt.Errorf("model returned %d vectors for %d texts", len(vecs), len(batch))
 		}
@@ -318,6 +342,37 @@ func (d *Dense) worker() {
 			lastLog = time.Now()
 		}
 	}
+}
+
+// nextBatchLocked takes up to embedBatch documents from the server whose
+// turn it is, and moves that server to the back of the line if it has
+// more. d.mu is held.
+func (d *Dense) nextBatchLocked() []job {
+	batch := make([]job, 0, embedBatch)
+	for len(batch) == 0 && len(d.turn) > 0 {
+		server := d.turn[0]
+		d.turn = d.turn[1:]
+		q := d.queues[server]
+		n := 0
+		for n < len(q) && len(batch) < embedBatch {
+			j := q[n]
+			n++
+			// Skip documents replaced or removed since they were queued.
+			if d.gen[j.slot] == j.gen && d.state[j.slot] == slotPending {
+				batch = append(batch, j)
+			}
+		}
+		if n < len(q) {
+			d.queues[server] = q[n:]
+			d.turn = append(d.turn, server)
+		} else {
+			delete(d.queues, server)
+		}
+	}
+	if len(d.turn) == 0 {
+		d.turn = nil // let the backing array go
+	}
+	return batch
 }
 
 // queryVec embeds a query, remembering recent ones.

@@ -347,3 +347,135 @@ func TestTopHits(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDoesNotWaitForTheQueue: shutting down with thousands of tools
+// still to embed returns at once (issue: SIGTERM waited 58 s for 3,000
+// tools); what was embedded before is in the vector cache, so a restart
+// embeds only the rest.
+func TestCloseDoesNotWaitForTheQueue(t *testing.T) {
+	dir := t.TempDir()
+	emb := newCounting()
+	emb.gate = make(chan struct{})
+	cache, err := OpenVecCache(dir, emb.ModelID(), emb.Dim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDense(emb, cache, nil)
+	const n = 3000
+	docs := make([]Doc, n)
+	for i := range docs {
+		docs[i] = Doc{ID: fmt.Sprintf("s__tool%d", i), Server: "s", Name: fmt.Sprintf("tool%d", i), Description: fmt.Sprintf("does task number %d", i)}
+	}
+	d.Set(context.Background(), "s", docs)
+	// Let exactly one batch through, then hold the indexer in the next.
+	release := make(chan struct{})
+	go func() {
+		emb.gate <- struct{}{}
+		close(release)
+	}()
+	<-release
+	for d.Pending() > n-embedBatch {
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	closed := make(chan struct{})
+	go func() { d.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		close(emb.gate) // unblock the old code so the test ends
+		t.Fatal("Close waited for the embedding queue")
+	}
+	if p := d.Pending(); p < n-2*embedBatch {
+		t.Fatalf("Pending after Close = %d: the queue was embedded instead of dropped", p)
+	}
+	cache.Close()
+
+	cache, err = OpenVecCache(dir, emb.ModelID(), emb.Dim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	if got := cache.Len(); got != embedBatch {
+		t.Fatalf("vector cache holds %d vectors after Close, want the %d embedded before it", got, embedBatch)
+	}
+}
+
+// orderEmbedder records which server each document batch came from.
+type orderEmbedder struct {
+	countingEmbedder
+	mu      sync.Mutex
+	batches []string
+}
+
+func (o *orderEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if len(texts) > 0 && strings.Contains(texts[0], "__") {
+		server, _, _ := strings.Cut(texts[0], "__")
+		o.mu.Lock()
+		o.batches = append(o.batches, server)
+		o.mu.Unlock()
+	}
+	return o.countingEmbedder.Embed(ctx, texts)
+}
+
+// A server listed after a much larger one waits at most one batch per
+// server ahead of it (here the big one's batch being embedded and its
+// next), not for every document of the large one: loading a server with
+// thousands of tools does not leave the others keyword-only meanwhile.
+func TestDenseServesServersInTurn(t *testing.T) {
+	emb := &orderEmbedder{countingEmbedder: countingEmbedder{Embedder: embed.NewHashing(64), gate: make(chan struct{})}}
+	d := NewDense(emb, nil, nil)
+	defer d.Close()
+	ctx := context.Background()
+	big := make([]Doc, 10*embedBatch)
+	for i := range big {
+		big[i] = Doc{ID: fmt.Sprintf("big__tool_%d", i), Server: "big", Name: fmt.Sprintf("tool_%d", i), Description: "A tool of the big server"}
+	}
+	d.Set(ctx, "big", big)
+	d.Set(ctx, "small", []Doc{{ID: "small__ping", Server: "small", Name: "ping", Description: "Ping"}})
+	close(emb.gate)
+	wait(t, d)
+	emb.mu.Lock()
+	defer emb.mu.Unlock()
+	if i := slices.Index(emb.batches, "small"); i < 0 || i > 2 {
+		t.Fatalf("batches by server %v: the small server waited behind %d batches of the big one, want at most 2", emb.batches, i)
+	}
+	if n := len(emb.batches); n != 11 {
+		t.Fatalf("%d batches (%v), want 11", n, emb.batches)
+	}
+}
+
+// Replacing or removing a server drops its waiting documents from the
+// line: nothing of it is embedded, and the line does not grow with
+// repeated listings.
+func TestDenseRemoveDropsQueue(t *testing.T) {
+	emb := &orderEmbedder{countingEmbedder: countingEmbedder{Embedder: embed.NewHashing(64), gate: make(chan struct{})}}
+	d := NewDense(emb, nil, nil)
+	defer d.Close()
+	ctx := context.Background()
+	docs := func(server string, n int) []Doc {
+		out := make([]Doc, n)
+		for i := range out {
+			out[i] = Doc{ID: fmt.Sprintf("%s__t%d", server, i), Server: server, Name: fmt.Sprintf("t%d", i), Description: "x"}
+		}
+		return out
+	}
+	for range 100 {
+		d.Set(ctx, "flap", docs("flap", 3))
+	}
+	d.Set(ctx, "gone", docs("gone", 3))
+	d.Remove("gone")
+	d.mu.RLock()
+	turns := len(d.turn)
+	d.mu.RUnlock()
+	if turns > 2 { // the worker may hold one batch of its own
+		t.Fatalf("after 100 listings of one server the line holds %d turns", turns)
+	}
+	close(emb.gate)
+	wait(t, d)
+	emb.mu.Lock()
+	defer emb.mu.Unlock()
+	if slices.Contains(emb.batches, "gone") {
+		t.Fatalf("a removed server's documents were embedded: %v", emb.batches)
+	}
+}

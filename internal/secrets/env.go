@@ -118,57 +118,74 @@ func matchAny(globs []string, name string) bool {
 
 // sensitiveWords mark a variable of the gateway's own environment as a
 // secret for redaction, wherever they appear in its name.
-var sensitiveWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION"}
+var sensitiveWords = []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION", "WEBHOOK", "PRIVATE", "SIGNATURE"}
 
-// ConfigValues lists the values a config makes secret: the values of .env
-// variables, of servers' env entries and headers, and of the gateway's own
-// environment, whose names look like credentials (TOKEN, SECRET, KEY,
-// PASSWORD...) or whose values look like one (long and mixed, as keys and
-// tokens are). Plain settings such as NODE_ENV=production are not masked:
-// hiding ordinary words everywhere would garble output and protect nothing.
+// sensitiveParts mark it when they are a whole part of its name (split at
+// '_', '-' and '.'): "PAT" in GH_PAT but not in PATH.
+var sensitiveParts = []string{"PAT", "PASS", "PW", "DSN", "SIG", "APIKEY", "CREDS", "BEARER", "JWT"}
+
+// ConfigValues lists the values a config makes secret. Every value that
+// came from a credential source is one, whatever its name or length: .env
+// values, servers' env entries and headers (and the credential word of
+// "Bearer xyz"), and the userinfo and query values of servers' URLs. Of
+// the gateway's own environment (which env_allow may pass on to a server),
+// the values whose names look like credentials (TOKEN, KEY, PASSWORD, a
+// _PAT part...), whose values look like one (long and mixed, as keys and
+// tokens are), and the credential parts of URL values. Redactor applies the
+// matching rules (whole tokens for short values, none for "true" or "1").
 func ConfigValues(cfg *config.Config, environ []string) []string {
 	var out []string
-	add := func(k, v string) {
-		if sensitiveName(k) || secretLooking(v) {
-			out = append(out, v)
-		}
+	addAll := func(v string) {
+		out = append(out, v)
+		out = append(out, URLSecrets(v)...)
 	}
 	for k, v := range cfg.DotEnv {
-		add(k, v)
+		if k == TokensFileVar {
+			continue // where the tokens are, not a token: it is logged
+		}
+		addAll(v)
 	}
 	for _, s := range cfg.Servers {
 		// A server disabled for a variable that is not set keeps its
 		// values unexpanded: "$GITHUB_TOKEN" names the missing variable,
 		// and masking it would hide that from the warning that says so.
 		named := func(v string) bool { return s.DisabledReason != "" && strings.Contains(v, "$") }
-		for k, v := range s.Env {
+		for _, v := range s.Env {
 			if !named(v) {
-				add(k, v)
+				addAll(v)
 			}
 		}
+		// Variables substituted into url, command and args follow the rule
+		// of the gateway's own environment, where they come from.
 		for k, v := range s.Vars {
-			add(k, v)
+			if sensitiveName(k) || secretLooking(v) {
+				addAll(v)
+			} else {
+				out = append(out, URLSecrets(v)...)
+			}
 		}
-		for k, v := range s.Headers {
+		for _, v := range s.Headers {
 			if named(v) {
 				continue
 			}
+			addAll(v)
 			// "Bearer xyz": the credential is the last word.
-			f := strings.Fields(v)
-			if sensitiveName(k) || strings.EqualFold(k, "Authorization") || strings.EqualFold(k, "Cookie") {
-				out = append(out, v)
-				if len(f) > 1 {
-					out = append(out, f[len(f)-1])
-				}
-				continue
+			if f := strings.Fields(v); len(f) > 1 {
+				out = append(out, f[len(f)-1])
 			}
-			add(k, v)
 		}
+		out = append(out, URLSecrets(s.URL)...)
 	}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		if sensitiveName(k) {
-			out = append(out, v)
+		switch {
+		case sensitiveName(k) || secretLooking(v):
+			addAll(v)
+		default:
+			if u := URLSecrets(v); len(u) > 0 {
+				out = append(out, v)
+				out = append(out, u...)
+			}
 		}
 	}
 	return out
@@ -179,6 +196,13 @@ func sensitiveName(k string) bool {
 	for _, w := range sensitiveWords {
 		if strings.Contains(u, w) {
 			return true
+		}
+	}
+	for _, part := range strings.FieldsFunc(u, func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
+		for _, w := range sensitiveParts {
+			if part == w {
+				return true
+			}
 		}
 	}
 	return false

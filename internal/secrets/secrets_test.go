@@ -169,23 +169,144 @@ func TestRedactorLogHandler(t *testing.T) {
 	}
 }
 
-func TestConfigValuesSkipsPlainSettings(t *testing.T) {
+// TestConfigValuesEveryCredentialSource covers issue 14 item 10: every
+// value from a credential source is masked whatever its name or length,
+// and the gateway's own variables are masked when they look like a
+// credential even without a KEY/TOKEN word in the name.
+func TestConfigValuesEveryCredentialSource(t *testing.T) {
 	cfg := &config.Config{
-		DotEnv: map[string]string{"NODE_ENV": "production", "DB_PASSWORD": "hunter2-long", "GITHUB": "ghp_a1b2c3d4e5f6g7h8"},
-		Servers: map[string]*config.Server{"s": {
-			Env:     map[string]string{"MODE": "restart", "API_TOKEN": "tok-123456"},
-			Headers: map[string]string{"Authorization": "Bearer abcdef123", "X-Team": "blue"},
-		}},
+		DotEnv: map[string]string{"NODE_ENV": "production", "SHORT": "zq9x", "PLAIN_NAME": "hunter2-long", "DEBUG": "true", "N": "1"},
+		Servers: map[string]*config.Server{
+			"s": {
+				Env:     map[string]string{"MODE": "k7v", "API_TOKEN": "tok12"},
+				Headers: map[string]string{"Authorization": "Bearer ab3de", "X-Team": "blue"},
+			},
+			"r": {URL: "https://user9:pw%2Fx9@api.example/mcp?api_key=qk42&region=eu"},
+		},
 	}
-	got := ConfigValues(cfg, []string{"HOME=/root", "MY_SECRET=s3cr3t-value"})
-	for _, want := range []string{"hunter2-long", "ghp_a1b2c3d4e5f6g7h8", "tok-123456", "Bearer abcdef123", "abcdef123", "s3cr3t-value"} {
-		if !slices.Contains(got, want) {
-			t.Errorf("%q not treated as a secret", want)
+	environ := []string{
+		"HOME=/root", "PATH=/usr/bin", "PWD=/work/dir", "OLDPWD=/old/dir",
+		"GH_PAT=ghp_a1b2c3d4e5f6g7h8i9j0",
+		"DATABASE_URL=postgres://app:dbpw77@db.internal:5432/app",
+		"SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX",
+		"OPAQUE=Zk3J9s8dLq2Wm4Xp7Rt1",
+	}
+	r := NewRedactor(ConfigValues(cfg, environ)...)
+	for _, leak := range []string{
+		"zq9x", "hunter2-long", "k7v", "tok12", "ab3de", "blue", "user9", "pw/x9", "pw%2Fx9", "qk42",
+		"ghp_a1b2c3d4e5f6g7h8i9j0", "dbpw77", "postgres://app:dbpw77@db.internal:5432/app",
+		"https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX", "Zk3J9s8dLq2Wm4Xp7Rt1",
+	} {
+		for _, text := range []string{leak, "value=" + leak + ".", `{"v":"` + leak + `"}`} {
+			if got := r.String(text); strings.Contains(got, leak) {
+				t.Errorf("%q not masked in %q: %q", leak, text, got)
+			}
 		}
 	}
-	for _, plain := range []string{"production", "restart", "blue", "/root"} {
-		if slices.Contains(got, plain) {
-			t.Errorf("%q treated as a secret", plain)
+	// Plain words and tiny values are never masked; short values only as
+	// whole tokens; the gateway's ordinary variables not at all.
+	for _, plain := range []string{"production", "true", "1", "eu", "/root", "/usr/bin", "/work/dir", "/old/dir", "blue5 aside, blueprints"} {
+		if got := r.String(plain); got != plain {
+			t.Errorf("%q masked: %q", plain, got)
 		}
+	}
+}
+
+func TestRedactorMatchingRules(t *testing.T) {
+	r := NewRedactor("abde", "1", "true", "on", "100", "abc", "Zk3J9s8dLq2Wm4Xp7Rt1", "p<&>q-long", "zq9x", "8080")
+	tests := map[string]string{
+		"key=abde":                 "key=" + Mask,
+		"abde":                     Mask,
+		"labdes":                   "labdes",
+		"abdeabde":                 "abdeabde",
+		"(abde)":                   "(" + Mask + ")",
+		"1 true on 100":            "1 true on 100",
+		"abc abcd":                 Mask + " abcd",
+		"xZk3J9s8dLq2Wm4Xp7Rt1x":   "x" + Mask + "x",
+		"é-abde-é":                 "é-" + Mask + "-é",
+		"a p<&>q-long b":           "a " + Mask + " b",
+		"abde then abde and xabde": Mask + " then " + Mask + " and xabde",
+		// A short token mixing letters and digits is masked inside words
+		// too: a hostile server cannot glue it to other letters.
+		"tokenzq9xyz":      "token" + Mask + "yz",
+		"port 8080, 18080": "port " + Mask + ", 18080",
+	}
+	for in, want := range tests {
+		if got := r.String(in); got != want {
+			t.Errorf("String(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestRedactorEncodings: a secret is found in a JSON document however the
+// document escapes it, and through the encoding of any Go value.
+func TestRedactorEncodings(t *testing.T) {
+	r := NewRedactor("p<&>q-long", "s3cr3t-value", "zq9x")
+	doc := []byte(`{"a":"\u0073\u0033cr3t-value","b":["p\u003c\u0026\u003eq-long"],"zq9x":"zq9x","s3cr3t-value":1,"n":12345}`)
+	out, changed, err := r.JSON(doc)
+	if err != nil || !changed {
+		t.Fatalf("JSON: %v %v", changed, err)
+	}
+	for _, leak := range []string{"s3cr3t", "q-long", `"zq9x":"zq9x"`} {
+		if strings.Contains(string(out), leak) {
+			t.Fatalf("JSON left %q: %s", leak, out)
+		}
+	}
+	// Keys are masked too, except the protocol's own field names.
+	if !strings.Contains(string(out), `"[REDACTED]":1`) || !strings.Contains(string(out), `"[REDACTED]#4":"[REDACTED]"`) {
+		t.Fatalf("JSON: %s", out)
+	}
+	r2 := NewRedactor("name", "uriTemplate-x")
+	out, _, err = r2.JSON([]byte(`{"name":"name","uriTemplate":"a","x":{"name":1}}`))
+	if err != nil || string(out) != `{"name":"[REDACTED]","uriTemplate":"a","x":{"name":1}}` {
+		t.Fatalf("protocol keys: %s %v", out, err)
+	}
+	type msg struct {
+		Text string         `json:"text"`
+		Meta map[string]any `json:"_meta"`
+	}
+	in := &msg{Text: "p<&>q-long", Meta: map[string]any{"k": []any{"x s3cr3t-value"}}}
+	got, changed, err := r.Encoded(in)
+	if err != nil || !changed {
+		t.Fatalf("Encoded: %v %v", changed, err)
+	}
+	m := got.(*msg)
+	if m.Text != Mask || m.Meta["k"].([]any)[0] != "x "+Mask || in.Text != "p<&>q-long" {
+		t.Fatalf("Encoded = %+v (input %+v)", m, in)
+	}
+	if same, changed, _ := r.Encoded(&msg{Text: "nothing"}); changed || same.(*msg).Text != "nothing" {
+		t.Fatal("Encoded changed a clean value")
+	}
+}
+
+func TestStripURLs(t *testing.T) {
+	in := `call failed: Post "https://bob:pw9@api.example/mcp?api_key=abc123&x=1": dial tcp; see http://plain.example/x`
+	got := StripURLs(in)
+	for _, leak := range []string{"bob", "pw9", "abc123"} {
+		if strings.Contains(got, leak) {
+			t.Fatalf("StripURLs left %q: %s", leak, got)
+		}
+	}
+	if !strings.Contains(got, "https://api.example/mcp?api_key="+Mask+"&x="+Mask) || !strings.Contains(got, "http://plain.example/x") {
+		t.Fatalf("StripURLs = %s", got)
+	}
+	if URLSecrets("not a url") != nil || StripURL("relative/path?x=1") != "relative/path?x=1" {
+		t.Fatal("non-URLs handled as URLs")
+	}
+}
+
+// TestShortTokenMasked: a tokens-file value shorter than six characters
+// (ignored before issue 14) is masked as a whole token.
+func TestShortTokenMasked(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tokens"), []byte("api=tk7q\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRedactor()
+	if _, err := OpenTokens(dir, func(string) (string, bool) { return "", false }, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.String(`Authorization: Bearer tk7q`); got != "Authorization: Bearer "+Mask {
+		t.Fatalf("short token: %q", got)
 	}
 }

@@ -8,11 +8,13 @@ import (
 )
 
 // A secret substituted into a server's url or args (Claude Code's "${VAR}"
-// there) is masked like one in a header.
+// there) is masked like one in a header. Every .env value is a secret; a
+// plain value from the gateway's environment (the host) is not.
 func TestConfigValuesIncludesURLVariables(t *testing.T) {
+	t.Setenv("MCP_HOST", "mcp.example.com")
 	cfg, err := config.Parse([]byte(`{"mcpServers":{"zap":{"url":"https://${MCP_HOST}/api/${ZAP_API_KEY}/mcp"},
 		"cli":{"command":"srv","args":["--token","${CLI_TOKEN}"]}}}`), "c.json",
-		map[string]string{"MCP_HOST": "mcp.example.com", "ZAP_API_KEY": "zk-9f8e7d6c5b4a", "CLI_TOKEN": "ct-1a2b3c"})
+		map[string]string{"ZAP_API_KEY": "zk-9f8e7d6c5b4a", "CLI_TOKEN": "ct-1a2b3c"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,6 +152,7 @@ func TestShutdownLeavesNoChildren(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, logs)
 	}
+	waitReady(t, logs)
 	// Use every server, so each has a live process.
 	if got := search(t, cs, "echo a message back", 1); !slices.Equal(got, []string{"everything__echo"}) {
 		t.Fatalf("search = %v", got)

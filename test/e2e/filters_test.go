@@ -397,6 +397,7 @@ func TestAuditExtensionModule(t *testing.T) {
 			t.Logf("logs:\n%s", logs)
 		}
 	}()
+	waitReady(t, logs)
 
 	callTool := func(tool string, args map[string]any) *mcp.CallToolResult {
 		return call(t, cs, "call_tool", map[string]any{"tool_name": tool, "arguments": args})

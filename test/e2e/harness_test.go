@@ -171,9 +171,32 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// startStdio starts toolgate on cfg as a stdio MCP server and connects the
-// SDK client to it. The returned buffer collects toolgate's stderr.
+// waitReady waits until toolgate has tried every configured server (its
+// "gateway ready" line): serve answers clients while upstreams start, so a
+// test that expects every tool from its first search waits for this.
+func waitReady(t *testing.T, logs *syncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !strings.Contains(logs.String(), "gateway ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("toolgate never logged \"gateway ready\"\nlogs:\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startStdio starts toolgate on cfg as a stdio MCP server, connects the SDK
+// client to it and waits until every configured server has been tried. The
+// returned buffer collects toolgate's stderr.
 func startStdio(t *testing.T, cfg string, extra ...string) (*mcp.ClientSession, *syncBuffer) {
+	t.Helper()
+	cs, logs := startStdioEarly(t, cfg, extra...)
+	waitReady(t, logs)
+	return cs, logs
+}
+
+// startStdioEarly is startStdio without waiting for the upstreams.
+func startStdioEarly(t *testing.T, cfg string, extra ...string) (*mcp.ClientSession, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	args := append([]string{"serve", "--config", cfg, "--state-dir", t.TempDir()}, extra...)
@@ -203,8 +226,17 @@ type gatewayProc struct {
 
 var listenRE = regexp.MustCompile(`url=(http://\S+/mcp)`)
 
-// startHTTP starts toolgate on cfg listening on a free loopback port.
+// startHTTP starts toolgate on cfg listening on a free loopback port and
+// waits until every configured server has been tried.
 func startHTTP(t *testing.T, cfg string, extra ...string) *gatewayProc {
+	t.Helper()
+	g := startHTTPEarly(t, cfg, extra...)
+	waitReady(t, g.Logs)
+	return g
+}
+
+// startHTTPEarly is startHTTP without waiting for the upstreams.
+func startHTTPEarly(t *testing.T, cfg string, extra ...string) *gatewayProc {
 	t.Helper()
 	logs := &syncBuffer{}
 	args := append([]string{"serve", "--config", cfg, "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, extra...)

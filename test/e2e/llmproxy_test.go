@@ -92,6 +92,7 @@ func startLLMProxy(t *testing.T, args ...string) *llmProxyProc {
 			t.Fatalf("MCP did not start\nlogs:\n%s", logs)
 		}
 	}
+	waitReady(t, logs)
 	return p
 }
 

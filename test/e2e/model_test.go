@@ -132,7 +132,7 @@ func TestModelInstallOutsideCheckout(t *testing.T) {
 
 	// Hybrid search from the user cache: a paraphrase that shares no word
 	// with the tool's description beyond "two".
-	out, logs, err = run("search", "--config", hybrid, "--state-dir", state, "--top-k", "3", "add two values together")
+	out, logs, err = run("search", "--config", hybrid, "--state-dir", state, "--log-level", "info", "--top-k", "3", "add two values together")
 	if err != nil {
 		t.Fatalf("hybrid search after install: %v\n%s", err, logs)
 	}
@@ -143,7 +143,7 @@ func TestModelInstallOutsideCheckout(t *testing.T) {
 		t.Errorf("hybrid search did not find get-sum:\n%s\nstderr:\n%s", out, logs)
 	}
 	// The default mode now picks hybrid by itself.
-	if _, logs, err := run("search", "--config", auto, "--state-dir", state, "sum"); err != nil || !strings.Contains(logs, "mode=hybrid") || strings.Contains(logs, "level=WARN msg=\"search:") {
+	if _, logs, err := run("search", "--config", auto, "--state-dir", state, "--log-level", "info", "sum"); err != nil || !strings.Contains(logs, "mode=hybrid") || strings.Contains(logs, "level=WARN msg=\"search:") {
 		t.Errorf("auto with the model installed: %v\n%s", err, logs)
 	}
 }

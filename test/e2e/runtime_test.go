@@ -186,6 +186,7 @@ func TestKill9LosesNoAcknowledgedEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	waitReady(t, logs)
 	search(t, cs, "echo a message back", 5)
 	acked := 0
 	killed := make(chan struct{})

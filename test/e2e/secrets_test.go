@@ -92,6 +92,7 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 		t.Fatalf("connect: %v\n%s", err, logs)
 	}
 	defer cs.Close()
+	waitReady(t, logs)
 
 	// A denied call (not searched yet).
 	if r := call(t, cs, "call_tool", map[string]any{"tool_name": "billing__list_invoices"}); !r.IsError {
