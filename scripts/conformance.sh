@@ -66,7 +66,7 @@ if [ -z "${DIRECT:-}" ]; then
 fi
 
 echo "conformance server --url $url" >&2
-out=$(mktemp)
+out=$CACHE/conformance.out
 set +e
 (cd "$CACHE" && node node_modules/.bin/conformance server --url "$url") >"$out" 2>&1
 rc=$?
@@ -80,4 +80,8 @@ if [ -z "$total" ]; then
 fi
 # The plain closing line CI reads.
 echo "${total#Total: }"
-[[ $rc -eq 0 && $total =~ ,\ 0\ failed ]] || { echo "conformance: failures; toolgate log: $CACHE/toolgate.log" >&2; exit 1; }
+[[ $rc -eq 0 && $total =~ ,\ 0\ failed ]] || {
+  grep -B2 -A12 -E 'FAILURE|✗' "$out" | head -80 >&2
+  echo "conformance: failures (suite output: $out); toolgate log: $CACHE/toolgate.log" >&2
+  exit 1
+}
