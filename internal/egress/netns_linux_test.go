@@ -1,0 +1,230 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// childEnv makes the test binary act as a "server" that reports what the
+// network lets it do, for the enforce tests.
+const childEnv = "EGRESS_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if what := os.Getenv(childEnv); what != "" {
+		os.Exit(child(what))
+	}
+	os.Exit(m.Run())
+}
+
+// child dials a raw TCP address, then fetches a URL through HTTP_PROXY,
+// printing one line for each.
+func child(what string) int {
+	raw, fetch, _ := strings.Cut(what, " ")
+	c, err := net.DialTimeout("tcp", raw, 2*time.Second)
+	if err != nil {
+		fmt.Printf("raw: %v\n", err)
+	} else {
+		c.Close()
+		fmt.Println("raw: connected")
+	}
+	proxy, err := url.Parse(os.Getenv("HTTP_PROXY"))
+	if err != nil || proxy.Host == "" {
+		fmt.Printf("fetch: no proxy (%q)\n", os.Getenv("HTTP_PROXY"))
+		return 0
+	}
+	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}, Timeout: 5 * time.Second}
+	resp, err := hc.Get(fetch)
+	if err != nil {
+		fmt.Printf("fetch: %v\n", err)
+		return 0
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Printf("fetch: %d %s\n", resp.StatusCode, strings.TrimSpace(string(body)))
+	return 0
+}
+
+func needNamespaces(t *testing.T) {
+	t.Helper()
+	if err := Probe(); err != nil {
+		t.Skipf("enforce mode cannot run here: %v", err)
+	}
+}
+
+// TestIsolateEnforces runs a child in enforce mode: a raw connection to a
+// listener on the host's loopback fails (the namespace has no route out),
+// while a fetch through the proxy reaches an allowed host and is refused
+// for another.
+func TestIsolateEnforces(t *testing.T) {
+	needNamespaces(t)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "backend says hi")
+	}))
+	defer backend.Close()
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := raw.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	rules, err := ParseRules([]string{backend.Listener.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &events{}
+	p := New(Options{Server: "srv", Mode: ModeEnforce, Rules: rules, Report: ev.add})
+	defer p.Close()
+
+	run := func(fetch string) string {
+		t.Helper()
+		exe, _ := os.Executable()
+		cmd := exec.Command(exe)
+		// GORACE: a race-enabled binary otherwise sleeps a second at exit.
+		cmd.Env = append(os.Environ(), childEnv+"="+raw.Addr().String()+" "+fetch, "GORACE=atexit_sleep_ms=0")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		var out, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		iso, err := Isolate(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer iso.Close()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(iso.StartError(err))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		l, err := iso.Listener(ctx)
+		if err != nil {
+			cmd.Wait()
+			t.Fatalf("%v (stderr %q)", err, stderr.String())
+		}
+		go p.Serve(l)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child: %v (stderr %q)", err, stderr.String())
+		}
+		l.Close()
+		return out.String()
+	}
+
+	out := run(backend.URL + "/")
+	// 127.0.0.1 in the namespace is the namespace's own loopback, where
+	// nothing but the proxy listens.
+	if !strings.Contains(out, "raw: dial tcp "+raw.Addr().String()+": connect: connection refused") {
+		t.Errorf("raw connection from the namespace: %q, want connection refused", out)
+	}
+	if !strings.Contains(out, "fetch: 200 backend says hi") {
+		t.Errorf("allowed fetch through the proxy: %q", out)
+	}
+	select {
+	case <-accepted:
+		t.Error("the raw listener accepted a connection from the namespace")
+	default:
+	}
+	if e := ev.last(t); e.Decision != Allow || e.Mode != ModeEnforce {
+		t.Errorf("event %+v", e)
+	}
+
+	out = run("http://localhost:" + fmt.Sprint(backend.Listener.Addr().(*net.TCPAddr).Port) + "/")
+	if !strings.Contains(out, "fetch: 403 toolgate egress: connection to localhost:") {
+		t.Errorf("denied fetch: %q", out)
+	}
+	if e := ev.last(t); e.Decision != Block {
+		t.Errorf("event %+v", e)
+	}
+}
+
+// TestIsolateHelperFailure: a command that cannot be run fails the start
+// with the helper's message, not a hang.
+func TestIsolateHelperFailure(t *testing.T) {
+	needNamespaces(t)
+	cmd := exec.Command("/bin/sh")
+	cmd.Path = "/nonexistent/server"
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	iso, err := Isolate(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer iso.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := iso.Listener(ctx)
+	if err != nil {
+		t.Fatalf("the helper hands over the socket before exec: %v", err)
+	}
+	l.Close()
+	werr := cmd.Wait()
+	if werr == nil || !strings.Contains(stderr.String(), "exec /nonexistent/server") {
+		t.Fatalf("wait %v, stderr %q", werr, stderr.String())
+	}
+}
+
+// BenchmarkStart measures what enforce mode adds to starting a server:
+// the same short-lived command started plainly and through the namespace
+// helper (a new network namespace, lo up, the socket handoff, one exec of
+// this binary). Run without -race: a race-enabled helper starts slower.
+func BenchmarkStart(b *testing.B) {
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Skip("no true(1)")
+	}
+	b.Run("plain", func(b *testing.B) {
+		for b.Loop() {
+			cmd := exec.Command(truePath)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("enforce", func(b *testing.B) {
+		if err := Probe(); err != nil {
+			b.Skipf("enforce mode cannot run here: %v", err)
+		}
+		for b.Loop() {
+			cmd := exec.Command(truePath)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			iso, err := Isolate(cmd)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(iso.StartError(err))
+			}
+			l, err := iso.Listener(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			l.Close()
+			iso.Close()
+		}
+	})
+}
