@@ -21,9 +21,6 @@ import (
 	"github.com/toolgate/toolgate/internal/netguard"
 )
 
-// EventType is the audit event of one connection a server made or tried.
-const EventType = "mcp_network_connection"
-
 // Decisions of an Event.
 const (
 	Allow = "allow" // connected and relayed
@@ -109,6 +106,7 @@ type Proxy struct {
 	conns, refused, bytesOut, bytesIn, unreported atomic.Int64
 
 	mu            sync.Mutex
+	mode          string
 	lastRefused   string
 	lastRefusedAt time.Time
 	listeners     map[net.Listener]bool
@@ -135,6 +133,7 @@ func New(opts Options) *Proxy {
 		log:       opts.Logger.With("server", opts.Server),
 		limiter:   rate.NewLimiter(refusedRate, refusedBurst),
 		listeners: map[net.Listener]bool{},
+		mode:      opts.Mode,
 	}
 	p.dialer = netguard.Dialer(&net.Dialer{Timeout: opts.DialTimeout}, opts.Rules.CheckAddr)
 	p.forward = &http.Transport{
@@ -459,8 +458,19 @@ func (p *Proxy) done(ev Event) {
 	p.report(ev)
 }
 
+// SetMode sets the mode events report (monitor after a fallback from
+// enforce).
+func (p *Proxy) SetMode(mode string) {
+	p.mu.Lock()
+	p.mode = mode
+	p.mu.Unlock()
+}
+
 func (p *Proxy) report(ev Event) {
-	ev.Server, ev.Mode = p.opts.Server, p.opts.Mode
+	p.mu.Lock()
+	ev.Mode = p.mode
+	p.mu.Unlock()
+	ev.Server = p.opts.Server
 	if f := p.opts.Report; f != nil {
 		f(ev)
 	}

@@ -146,6 +146,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		Logger:           log,
 		OnToolsChanged:   g.relist,
 		OnStarted:        g.started,
+		OnEgress:         g.egressEvent,
 		ConnectTimeout:   opts.ConnectTimeout,
 		CallTimeout:      opts.CallTimeout,
 		Token:            g.token,
