@@ -195,7 +195,8 @@ func TestEgressEnforce(t *testing.T) {
 		"mode": "enforce", "allow": []string{fmt.Sprintf("127.0.0.1:%d", r.port)},
 	})}, nil, nil)
 	state := t.TempDir()
-	cs, logs := startStdio(t, cfg, "--state-dir", state)
+	g := startHTTP(t, cfg, "--state-dir", state)
+	cs := connectHTTP(t, g.URL, "")
 
 	r.checkFetches(t, cs)
 	out, _ := netCall(t, cs, "raw_connect", map[string]any{"host": "127.0.0.1", "port": r.rawPort})
@@ -210,8 +211,21 @@ func TestEgressEnforce(t *testing.T) {
 		t.Errorf("the raw listener accepted %d connections from an enforced server", n)
 	}
 	r.checkEvents(t, state)
-	if strings.Contains(logs.String(), "enforce mode unavailable") {
-		t.Errorf("enforce mode fell back:\n%s", logs)
+
+	// toolgate status shows the mode and what the proxy saw.
+	out2, err := exec.Command(binPath, "status", "--addr", strings.TrimSuffix(g.URL, "/mcp")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("toolgate status: %v\n%s", err, out2)
+	}
+	var row string
+	for _, l := range strings.Split(string(out2), "\n") {
+		if strings.HasPrefix(l, "net ") && strings.Contains(l, "enforce") {
+			row = l
+		}
+	}
+	// One allowed fetch, five refused, the last of them the number form.
+	if f := strings.Fields(row); len(f) < 8 || f[2] != "1" || f[3] != "1" || f[4] != "5" || f[7] != fmt.Sprintf("2130706433:%d", r.port) {
+		t.Errorf("egress row of toolgate status: %q in\n%s", row, out2)
 	}
 }
 
