@@ -184,7 +184,7 @@ func (s *Server) egressSetup(cmd *exec.Cmd) (*egress.Isolation, net.Listener, er
 	e := s.cfg.Egress
 	mode := e.Mode
 	if mode == egress.ModeEnforce {
-		if err := egress.Probe(); err != nil {
+		if err := s.m.opts.ProbeNamespaces(); err != nil {
 			if e.Fallback != egress.ModeMonitor {
 				return nil, nil, err
 			}

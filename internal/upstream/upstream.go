@@ -116,6 +116,9 @@ type Options struct {
 	// policy made or tried through its proxy (see package egress). It is
 	// called from the proxy's goroutines.
 	OnEgress func(egress.Event)
+	// ProbeNamespaces reports whether enforce mode can run (default
+	// egress.Probe); tests use it to stand for a kernel that refuses.
+	ProbeNamespaces func() error
 }
 
 // ServerOption configures one server at Add.
@@ -161,6 +164,9 @@ func NewManager(opts Options) *Manager {
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = config.DefaultMaxResponseBytes
 	}
+	if opts.ProbeNamespaces == nil {
+		opts.ProbeNamespaces = egress.Probe
+	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
@@ -198,7 +204,7 @@ func (m *Manager) Add(cfg *config.Server, opts ...ServerOption) (*Server, error)
 		if cfg.Egress.Mode == egress.ModeEnforce {
 			// Said once at start, not at the first call: a server that
 			// cannot run as configured should be known at once.
-			if err := egress.Probe(); err != nil {
+			if err := m.opts.ProbeNamespaces(); err != nil {
 				if cfg.Egress.Fallback == egress.ModeMonitor {
 					s.log.Warn("egress: enforce mode unavailable; this server runs in monitor mode (fallback), so a server ignoring HTTP_PROXY can still connect directly", "error", err)
 				} else {
