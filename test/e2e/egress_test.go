@@ -5,6 +5,7 @@ package e2e
 // namespaces enforce mode creates.
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -251,5 +252,70 @@ func TestEgressEnforceNpmServers(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "upstream started") {
 		t.Fatalf("no server started:\n%s", logs)
+	}
+}
+
+// TestEgressPolicyLearns: policy generate locks a server's egress to the
+// hosts it used in the session, in enforce mode, and lists what its proxy
+// refused for review.
+func TestEgressPolicyLearns(t *testing.T) {
+	r := newEgressRig(t)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {}))
+	defer other.Close()
+	cfg := writePassthroughConfig(t, map[string]any{"net": r.server(map[string]any{
+		"mode": "monitor", "allow": []string{fmt.Sprintf("127.0.0.1:%d", r.port), other.Listener.Addr().String()},
+	})}, nil, nil)
+	state := t.TempDir()
+	cs, _ := startStdio(t, cfg, "--state-dir", state)
+	if out, isErr := netCall(t, cs, "fetch", map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/used", r.port)}); isErr {
+		t.Fatalf("fetch: %s", out)
+	}
+	if _, isErr := netCall(t, cs, "fetch", map[string]any{"url": fmt.Sprintf("http://localhost:%d/", r.port)}); !isErr {
+		t.Fatal("a refused fetch succeeded")
+	}
+	cs.Close()
+	var sid string
+	for _, e := range auditEvents(t, state) {
+		if e["type"] == "tool_call_intercepted" && e["session"] != nil {
+			sid, _ = e["session"].(string)
+		}
+	}
+	if sid == "" {
+		t.Fatal("no session in the audit log")
+	}
+	locked := filepath.Join(t.TempDir(), "locked.json")
+	out, err := exec.Command(binPath, "policy", "generate", "--config", cfg, "--state-dir", state, "--session", sid, "--output", locked).CombinedOutput()
+	if err != nil {
+		t.Fatalf("policy generate: %v\n%s", err, out)
+	}
+	var got struct {
+		MCPServers map[string]struct {
+			Egress struct {
+				Mode  string   `json:"mode"`
+				Allow []string `json:"allow"`
+			} `json:"egress"`
+		} `json:"mcpServers"`
+		Review struct {
+			Refused []struct {
+				Server, Target string
+				Count          int
+			} `json:"egress_refused"`
+		} `json:"review"`
+	}
+	data, _ := os.ReadFile(locked)
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	eg := got.MCPServers["net"].Egress
+	if eg.Mode != "enforce" || len(eg.Allow) != 1 || eg.Allow[0] != fmt.Sprintf("127.0.0.1:%d", r.port) {
+		t.Fatalf("locked egress %+v, want enforce with the one host used:\n%s", eg, data)
+	}
+	rf := got.Review.Refused
+	if len(rf) != 1 || rf[0].Server != "net" || rf[0].Target != fmt.Sprintf("localhost:%d", r.port) {
+		t.Fatalf("refused for review: %+v", rf)
+	}
+	// The locked config loads.
+	if out, err := exec.Command(binPath, "config", "check", "--config", locked).CombinedOutput(); err != nil && strings.Contains(string(out), "egress") {
+		t.Fatalf("config check of the locked config: %v\n%s", err, out)
 	}
 }
