@@ -84,7 +84,7 @@ func printEgress(stdout io.Writer, st *gateway.Status) error {
 	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tEGRESS\tALLOW LIST\tCONNECTIONS\tREFUSED\tBYTES OUT\tBYTES IN\tLAST REFUSED")
+	fmt.Fprintln(tw, "SERVER\tEGRESS\tALLOW LIST\tCONNECTIONS\tREFUSED\tBYTES OUT\tBYTES IN\tLAST REFUSED\tDIRECT")
 	for _, s := range rows {
 		e := s.Egress
 		mode := e.Mode
@@ -95,7 +95,7 @@ func printEgress(stdout io.Writer, st *gateway.Status) error {
 		if e.LastRefused != "" {
 			last = e.LastRefused + " " + ago(st.Time, e.LastRefusedAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Name, mode, e.Allow, e.Connections, e.Refused, e.BytesOut, e.BytesIn, last)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", s.Name, mode, e.Allow, e.Connections, e.Refused, e.BytesOut, e.BytesIn, last, e.Direct)
 	}
 	return tw.Flush()
 }

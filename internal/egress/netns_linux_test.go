@@ -31,6 +31,18 @@ func TestMain(m *testing.M) {
 // printing one line for each.
 func child(what string) int {
 	raw, fetch, _ := strings.Cut(what, " ")
+	if raw == "hold" {
+		// Connect directly and keep the connection until stdin closes.
+		c, err := net.Dial("tcp", fetch)
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Println("connected")
+		io.Copy(io.Discard, os.Stdin)
+		c.Close()
+		return 0
+	}
 	c, err := net.DialTimeout("tcp", raw, 2*time.Second)
 	if err != nil {
 		fmt.Printf("raw: %v\n", err)

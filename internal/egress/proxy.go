@@ -58,6 +58,9 @@ type Stats struct {
 	// Unreported counts refused connections beyond the event rate limit:
 	// counted here, not recorded one by one.
 	Unreported int64 `json:"unreported,omitempty"`
+	// Direct counts connections a monitor-mode server was seen holding
+	// outside the proxy.
+	Direct int64 `json:"direct,omitempty"`
 }
 
 // Options configure a Proxy.
@@ -103,7 +106,7 @@ type Proxy struct {
 	forward *http.Transport
 	limiter *rate.Limiter
 
-	conns, refused, bytesOut, bytesIn, unreported atomic.Int64
+	conns, refused, bytesOut, bytesIn, unreported, directs atomic.Int64
 
 	mu            sync.Mutex
 	mode          string
@@ -190,7 +193,7 @@ func (p *Proxy) Stats() Stats {
 		Connections: p.conns.Load(), Refused: p.refused.Load(),
 		BytesOut: p.bytesOut.Load(), BytesIn: p.bytesIn.Load(),
 		LastRefused: p.lastRefused, LastRefusedAt: p.lastRefusedAt,
-		Unreported: p.unreported.Load(),
+		Unreported: p.unreported.Load(), Direct: p.directs.Load(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
@@ -168,6 +169,13 @@ func (s *Server) startProcess(ctx context.Context) (*process, error) {
 	}
 	if p.proxyL != nil {
 		go s.egress.Serve(p.proxyL)
+	}
+	if iso == nil && p.proxyL != nil {
+		// Monitor mode: what the server connects to without the proxy
+		// is sampled and reported, though not stopped.
+		if ap, err := netip.ParseAddrPort(p.proxyL.Addr().String()); err == nil {
+			go s.egress.WatchDirect(p.pid(), ap, egress.DirectInterval, p.exited)
+		}
 	}
 	return p, nil
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -57,7 +58,9 @@ func newEgressRig(t *testing.T) *egressRig {
 				return
 			}
 			r.accepted.Add(1)
-			c.Close()
+			// Held open until the test ends, so a monitor-mode
+			// server's direct connection stays visible to the sampler.
+			t.Cleanup(func() { c.Close() })
 		}
 	}()
 	return r
@@ -121,6 +124,15 @@ func TestEgressMonitor(t *testing.T) {
 		t.Fatalf("raw listener accepted %d connections", r.accepted.Load())
 	}
 	r.checkEvents(t, state)
+	// The direct connection is sampled from /proc and reported as an
+	// alert (bounded wait: the sampler looks every 200ms).
+	deadline := time.Now().Add(15 * time.Second)
+	for !hasEvent(networkEvents(t, state), "alert", "127.0.0.1", r.rawPort) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no alert for the direct connection in %v", networkEvents(t, state))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // checkFetches: the listed host answers; a name that resolves to loopback,
