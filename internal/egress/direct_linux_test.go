@@ -93,3 +93,13 @@ func TestWatchDirect(t *testing.T) {
 		t.Fatalf("event %+v", e)
 	}
 }
+
+// BenchmarkGroupConns measures one look of the direct-connection sampler
+// (every process's stat read, the group's descriptors and the netns's TCP
+// tables), which monitor mode does every DirectInterval per server.
+func BenchmarkGroupConns(b *testing.B) {
+	pgid := syscall.Getpgrp()
+	for b.Loop() {
+		groupConns(pgid)
+	}
+}
