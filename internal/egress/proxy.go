@@ -372,8 +372,13 @@ func (p *Proxy) forwardHTTP(w http.ResponseWriter, r *http.Request) {
 		out.Body = &countingBody{ReadCloser: r.Body, n: &sent}
 	}
 	var addr string
-	ctx := withAddr(out.Context(), &addr)
-	resp, err := p.forward.RoundTrip(out.WithContext(ctx))
+	// An exchange that moves no byte for IdleTimeout is ended, whichever
+	// side stalls.
+	ctx, cancel := context.WithCancel(out.Context())
+	defer cancel()
+	idle := time.AfterFunc(p.opts.IdleTimeout, cancel)
+	defer idle.Stop()
+	resp, err := p.forward.RoundTrip(out.WithContext(withAddr(ctx, &addr)))
 	ev.Addr = addr
 	if err != nil {
 		ev.BytesOut = sent.Load()
@@ -388,10 +393,34 @@ func (p *Proxy) forwardHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = vs
 	}
 	w.WriteHeader(resp.StatusCode)
-	n, _ := io.Copy(w, resp.Body)
+	n := p.copyResponse(w, resp.Body, idle)
 	ev.BytesIn, ev.BytesOut = n, sent.Load()
 	ev.Decision, ev.Duration = Allow, time.Since(start)
 	p.done(ev)
+}
+
+// copyResponse relays a response body, pushing the idle timer on at every
+// read and bounding every write to the client by IdleTimeout.
+func (p *Proxy) copyResponse(w http.ResponseWriter, body io.Reader, idle *time.Timer) int64 {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		k, err := body.Read(buf)
+		idle.Reset(p.opts.IdleTimeout)
+		if k > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(p.opts.IdleTimeout))
+			m, werr := w.Write(buf[:k])
+			n += int64(m)
+			if werr != nil {
+				return n
+			}
+			_ = rc.Flush()
+		}
+		if err != nil {
+			return n
+		}
+	}
 }
 
 type counter = atomic.Int64

@@ -262,3 +262,38 @@ func TestRules(t *testing.T) {
 
 // waitABit paces a poll for something another goroutine does.
 func waitABit() { time.Sleep(10 * time.Millisecond) }
+
+// TestProxyIdleExchangeEnds: a host that stops sending mid-body does not
+// hold the proxy's connection for ever.
+func TestProxyIdleExchangeEnds(t *testing.T) {
+	release := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "partial")
+		w.(http.Flusher).Flush()
+		<-release
+	}))
+	defer backend.Close()
+	defer close(release) // before Close, which waits for the handler
+	rules, _ := ParseRules([]string{backend.Listener.Addr().String()})
+	ev := &events{}
+	p := New(Options{Server: "srv", Rules: rules, Report: ev.add, IdleTimeout: 200 * time.Millisecond})
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go p.Serve(l)
+	defer p.Close()
+	resp, err := proxyClient(l.Addr().String()).Get(backend.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []byte)
+	go func() { b, _ := io.ReadAll(resp.Body); done <- b }()
+	select {
+	case b := <-done:
+		if string(b) != "partial" {
+			t.Fatalf("body %q", b)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stalled exchange was not ended")
+	}
+	resp.Body.Close()
+}
