@@ -249,7 +249,8 @@ func TestEgressEnforceNpmServers(t *testing.T) {
 	cfg := writePassthroughConfig(t, defaultServers(t), map[string]any{
 		"egress": map[string]any{"default": map[string]any{"mode": "enforce", "allow": []string{}}},
 	}, nil)
-	cs, logs := startStdio(t, cfg)
+	g := startHTTP(t, cfg)
+	cs := connectHTTP(t, g.URL, "")
 	res := call(t, cs, "everything__echo", map[string]any{"message": "through the namespace"})
 	if res.IsError || !strings.Contains(text(res), "through the namespace") {
 		t.Fatalf("everything__echo: %s", text(res))
@@ -262,8 +263,27 @@ func TestEgressEnforceNpmServers(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("memory: %s", text(res))
 	}
-	if !strings.Contains(logs.String(), "upstream started") {
-		t.Fatalf("no server started:\n%s", logs)
+	// Each ran in enforce mode (none fell back).
+	out, err := exec.Command(binPath, "status", "--addr", strings.TrimSuffix(g.URL, "/mcp"), "--json").Output()
+	if err != nil {
+		t.Fatalf("toolgate status: %v", err)
+	}
+	var st struct {
+		Servers []struct {
+			Name   string
+			Egress *struct{ Mode, Configured string }
+		}
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Servers {
+		if s.Egress == nil || s.Egress.Mode != "enforce" || s.Egress.Configured != "" {
+			t.Errorf("server %s: egress %+v, want enforce", s.Name, s.Egress)
+		}
+	}
+	if len(st.Servers) != 3 {
+		t.Errorf("status lists %d servers", len(st.Servers))
 	}
 }
 
