@@ -267,10 +267,10 @@ func checkOneFilter(ctx context.Context, cfg *config.Config, key string, raw jso
 	f, ok := extension.Lookup(key)
 	if !ok {
 		hint := ""
-		if s := config.Suggest(key, append(extension.Keys(), "similarity_threshold")); s != "" {
+		if s := config.Suggest(key, append(extension.Keys(), "similarity_threshold", "egress")); s != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}
-		return fmt.Errorf("unknown filter key %q%s; known: similarity_threshold, %s", key, hint, strings.Join(extension.Keys(), ", "))
+		return fmt.Errorf("unknown filter key %q%s; known: similarity_threshold, egress, %s", key, hint, strings.Join(extension.Keys(), ", "))
 	}
 	if string(bytes.TrimSpace(raw)) == "false" {
 		cf.State = checkOff
