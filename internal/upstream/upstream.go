@@ -613,6 +613,11 @@ func (s *Server) start(sc *startCall) {
 	if c.proc != nil {
 		attrs = append(attrs, "pid", c.proc.pid())
 	}
+	if s.egress != nil {
+		s.mu.Lock()
+		attrs = append(attrs, "egress", s.egressMode)
+		s.mu.Unlock()
+	}
 	s.log.Info("upstream started", attrs...)
 	close(sc.done)
 }
