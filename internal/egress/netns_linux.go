@@ -217,6 +217,9 @@ func Isolate(cmd *exec.Cmd) (*Isolation, error) {
 	if cmd.Err != nil {
 		return nil, cmd.Err
 	}
+	if len(cmd.ExtraFiles) != 0 {
+		return nil, errors.New("egress: the command already has extra files")
+	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("egress: socketpair: %w", err)
@@ -228,9 +231,6 @@ func Isolate(cmd *exec.Cmd) (*Isolation, error) {
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], helperEnv+"=1")
-	if len(cmd.ExtraFiles) != 0 {
-		return nil, errors.New("egress: the command already has extra files")
-	}
 	cmd.ExtraFiles = []*os.File{iso.child}
 	cmd.SysProcAttr = nsAttr(cmd.SysProcAttr)
 	return iso, nil
