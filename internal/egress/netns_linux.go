@@ -43,7 +43,7 @@ import (
 )
 
 // The helper is entered when the process is started with this argv[0] and
-// helperEnv set; the server's command follows in argv[1:].
+// helperEnv set; argv[1] is the path to exec and argv[2:] the server's argv.
 const (
 	helperArg0 = "toolgate-egress-netns"
 	probeArg0  = "toolgate-egress-probe"
@@ -77,7 +77,7 @@ func runHelper() {
 		fmt.Fprintf(os.Stderr, "toolgate egress: enforce mode: %s: %v\n", what, err)
 		os.Exit(126)
 	}
-	if len(os.Args) < 2 {
+	if len(os.Args) < 3 {
 		fail("helper", errors.New("no command"))
 	}
 	if err := loopbackUp(); err != nil {
@@ -111,7 +111,7 @@ func runHelper() {
 	}
 	env = append(env, ProxyEnv("127.0.0.1:"+strconv.Itoa(port))...)
 	path := os.Args[1]
-	err = syscall.Exec(path, os.Args[1:], env)
+	err = syscall.Exec(path, os.Args[2:], env)
 	fail("exec "+path, err)
 }
 
@@ -225,7 +225,9 @@ func Isolate(cmd *exec.Cmd) (*Isolation, error) {
 		return nil, fmt.Errorf("egress: socketpair: %w", err)
 	}
 	iso := &Isolation{cmd: cmd, parent: os.NewFile(uintptr(fds[0]), "egress-handoff"), child: os.NewFile(uintptr(fds[1]), "egress-handoff-child")}
-	args := append([]string{helperArg0, cmd.Path}, cmd.Args[1:]...)
+	// The helper gets the path to exec, then the server's own argv (whose
+	// [0] some programs read: busybox, multi-call binaries).
+	args := append([]string{helperArg0, cmd.Path}, cmd.Args...)
 	cmd.Path, cmd.Args = "/proc/self/exe", args
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()

@@ -43,6 +43,7 @@ func child(what string) int {
 		c.Close()
 		return 0
 	}
+	fmt.Printf("argv0: %s\n", os.Args[0])
 	c, err := net.DialTimeout("tcp", raw, 2*time.Second)
 	if err != nil {
 		fmt.Printf("raw: %v\n", err)
@@ -112,6 +113,7 @@ func TestIsolateEnforces(t *testing.T) {
 		t.Helper()
 		exe, _ := os.Executable()
 		cmd := exec.Command(exe)
+		cmd.Args[0] = "renamed-server" // argv[0] reaches the server as given
 		// GORACE: a race-enabled binary otherwise sleeps a second at exit.
 		cmd.Env = append(os.Environ(), childEnv+"="+raw.Addr().String()+" "+fetch, "GORACE=atexit_sleep_ms=0")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -141,6 +143,9 @@ func TestIsolateEnforces(t *testing.T) {
 	}
 
 	out := run(backend.URL + "/")
+	if !strings.Contains(out, "argv0: renamed-server\n") {
+		t.Errorf("the server's argv[0]: %q", out)
+	}
 	// 127.0.0.1 in the namespace is the namespace's own loopback, where
 	// nothing but the proxy listens.
 	if !strings.Contains(out, "raw: dial tcp "+raw.Addr().String()+": connect: connection refused") {
