@@ -225,6 +225,22 @@ func TestProxyRejectsNonProxyRequests(t *testing.T) {
 	}
 }
 
+// TestAddressWithTrailingDotIsAnAddress: "8.8.8.8." is not a name, so a
+// name pattern ("*") does not admit it.
+func TestAddressWithTrailingDotIsAnAddress(t *testing.T) {
+	rules, _ := ParseRules([]string{"*:443"})
+	tg, err := ParseTarget("8.8.8.8.:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tg.Addr.IsValid() || rules.Admit(tg) {
+		t.Fatalf("%+v admitted by a name pattern", tg)
+	}
+	if r, err := ParseRule("10.0.0.1.:80"); err != nil || !r.Addr.IsValid() {
+		t.Fatalf("rule %+v, %v", r, err)
+	}
+}
+
 func TestParseTargetRefusesZones(t *testing.T) {
 	if _, err := ParseTarget("[fe80::1%lo]:80"); err == nil || !strings.Contains(err.Error(), "zone") {
 		t.Fatalf("err = %v", err)
@@ -249,6 +265,7 @@ func TestRules(t *testing.T) {
 		{"10.0.0.5:22", true},
 		{"10.0.0.6:22", false},
 		{"any.test:8443", true},
+		{"10.0.0.5.:22", true}, // the address, trailing dot or not
 	} {
 		tg, err := ParseTarget(tc.target)
 		if err != nil {

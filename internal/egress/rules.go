@@ -78,7 +78,9 @@ func ParseRule(s string) (Rule, error) {
 		}
 		r.Port = p
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
+	// "10.0.0.1." is the address too: a trailing dot must not turn an
+	// address into a name that name patterns match.
+	if a, err := netip.ParseAddr(strings.TrimSuffix(host, ".")); err == nil {
 		if err := netguard.CheckHost(host); err != nil {
 			return Rule{}, err
 		}
@@ -154,7 +156,7 @@ func ParseTarget(hostport string) (Target, error) {
 	if err := netguard.CheckHost(host); err != nil {
 		return Target{}, err
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
+	if a, err := netip.ParseAddr(strings.TrimSuffix(host, ".")); err == nil {
 		return Target{Host: a.String(), Addr: a, Port: p}, nil
 	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
