@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,6 +45,13 @@ func child(what string) int {
 		return 0
 	}
 	fmt.Printf("argv0: %s\n", os.Args[0])
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(l, "CapEff:") || strings.HasPrefix(l, "CapAmb:") {
+				fmt.Println(strings.Join(strings.Fields(l), " "))
+			}
+		}
+	}
 	c, err := net.DialTimeout("tcp", raw, 2*time.Second)
 	if err != nil {
 		fmt.Printf("raw: %v\n", err)
@@ -146,6 +154,10 @@ func TestIsolateEnforces(t *testing.T) {
 	if !strings.Contains(out, "argv0: renamed-server\n") {
 		t.Errorf("the server's argv[0]: %q", out)
 	}
+	if os.Geteuid() != 0 && (!strings.Contains(out, "CapEff: 0000000000000000") || !strings.Contains(out, "CapAmb: 0000000000000000")) {
+		// The helper's CAP_NET_ADMIN must not reach the server.
+		t.Errorf("the unprivileged server kept capabilities: %q", out)
+	}
 	// 127.0.0.1 in the namespace is the namespace's own loopback, where
 	// nothing but the proxy listens.
 	if !strings.Contains(out, "raw: dial tcp "+raw.Addr().String()+": connect: connection refused") {
@@ -169,6 +181,47 @@ func TestIsolateEnforces(t *testing.T) {
 	}
 	if e := ev.last(t); e.Decision != Block {
 		t.Errorf("event %+v", e)
+	}
+}
+
+// TestIsolateUnprivileged runs TestIsolateEnforces as an unprivileged user
+// (uid 65534), so the user-namespace path is tested wherever the tests run
+// as root; run as non-root, TestIsolateEnforces takes that path itself.
+func TestIsolateUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: TestIsolateEnforces covers the user-namespace path")
+	}
+	needNamespaces(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// The test's temporary folders are private to root; uid 65534 needs
+	// to reach the copy of the binary.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := dir + "/egress.test"
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^TestIsolateEnforces$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir, "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	switch {
+	case strings.Contains(string(out), "--- SKIP: TestIsolateEnforces"):
+		t.Skipf("the kernel refuses unprivileged user namespaces here:\n%s", out)
+	case err != nil || !strings.Contains(string(out), "--- PASS: TestIsolateEnforces"):
+		t.Fatalf("as uid 65534: %v\n%s", err, out)
 	}
 }
 
