@@ -113,6 +113,9 @@ func severityAtLeast(s, min string) bool {
 	return severityRank[s] >= severityRank[min] && severityRank[s] > 0
 }
 
+// typeAliases are short names --type accepts for event types.
+var typeAliases = map[string]string{"network": audit.NetworkConnection}
+
 // actions and severities are the values --action and --severity take.
 var (
 	actions    = []string{"allow", "block", "alert", "error", "ok"}
@@ -138,6 +141,9 @@ func newEventsCmd(name, kind string) *cobra.Command {
 			if kind != "" {
 				f.typ = kind
 			}
+			if t, ok := typeAliases[f.typ]; ok {
+				f.typ = t
+			}
 			return runEvents(&c, f, asJSON, cmd.OutOrStdout())
 		},
 	}
@@ -145,7 +151,7 @@ func newEventsCmd(name, kind string) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.session, "session", "", "only this session (its full id or a unique prefix)")
 	if kind == "" {
-		fl.StringVar(&f.typ, "type", "", "only this event type (e.g. tool_call_intercepted)")
+		fl.StringVar(&f.typ, "type", "", "only this event type (e.g. tool_call_intercepted; network for mcp_network_connection)")
 	}
 	enumFlag(cmd, &f.action, "action", "", "only this action: "+orList(actions), actions...)
 	enumFlag(cmd, &f.severity, "severity", "", "only this severity or worse: "+orList(severities), severities...)
@@ -179,7 +185,11 @@ func runEvents(c *common, f eventFilter, asJSON bool, stdout io.Writer) error {
 		if asJSON {
 			return enc.Encode(e)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format(time.DateTime), e.Type, orDash(joinNonEmpty(e.Server, e.Tool)), orDash(e.Action), orDash(e.Reason), orDash(e.Session))
+		who := joinNonEmpty(e.Server, e.Tool)
+		if e.Type == audit.NetworkConnection {
+			who = fmt.Sprintf("%s → %v:%v", e.Server, e.Fields["host"], e.Fields["port"])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format(time.DateTime), e.Type, orDash(who), orDash(e.Action), orDash(e.Reason), orDash(e.Session))
 		return nil
 	})
 	if err != nil {

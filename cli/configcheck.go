@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
@@ -123,6 +124,8 @@ type checkServer struct {
 	// State is ok, disabled (by the file) or error (it would not start).
 	State  string `json:"state"`
 	Reason string `json:"reason,omitempty"`
+	// Egress is a stdio server's egress mode when it is not off.
+	Egress string `json:"egress,omitempty"`
 }
 
 type checkFilter struct {
@@ -170,7 +173,12 @@ func checkConfig(ctx context.Context, flag string, red *secrets.Redactor, log *s
 		case !s.IsRemote():
 			if err := checkCommand(s); err != nil {
 				cs.State, cs.Reason = checkError, err.Error()
+			} else if err := checkEgress(s); err != nil {
+				cs.State, cs.Reason = checkError, err.Error()
 			}
+		}
+		if s.EgressOn() {
+			cs.Egress = s.Egress.Mode
 		}
 		if cs.State == checkError {
 			rep.Errors++
@@ -208,6 +216,15 @@ func checkCommand(s *config.Server) error {
 		return fmt.Errorf("command %q is not on PATH", s.Command)
 	}
 	return nil
+}
+
+// checkEgress reports an enforced server that could not start because
+// the kernel refuses network namespaces (and the config allows no fallback).
+func checkEgress(s *config.Server) error {
+	if !s.EgressOn() || s.Egress.Mode != egress.ModeEnforce || s.Egress.Fallback == egress.ModeMonitor {
+		return nil
+	}
+	return egress.Probe()
 }
 
 // checkFilters provisions and validates, one at a time, the extension of
@@ -250,10 +267,10 @@ func checkOneFilter(ctx context.Context, cfg *config.Config, key string, raw jso
 	f, ok := extension.Lookup(key)
 	if !ok {
 		hint := ""
-		if s := config.Suggest(key, append(extension.Keys(), "similarity_threshold")); s != "" {
+		if s := config.Suggest(key, append(extension.Keys(), "similarity_threshold", "egress")); s != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}
-		return fmt.Errorf("unknown filter key %q%s; known: similarity_threshold, %s", key, hint, strings.Join(extension.Keys(), ", "))
+		return fmt.Errorf("unknown filter key %q%s; known: similarity_threshold, egress, %s", key, hint, strings.Join(extension.Keys(), ", "))
 	}
 	if string(bytes.TrimSpace(raw)) == "false" {
 		cf.State = checkOff
@@ -306,6 +323,9 @@ func (r *checkReport) print(w io.Writer) error {
 		state := s.State
 		if s.Lazy {
 			state += ", lazy"
+		}
+		if s.Egress != "" {
+			state += ", egress " + s.Egress
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.Transport, state, firstLine(s.Target, 60))
 	}

@@ -298,3 +298,38 @@ func TestURLVariableSecretNotPrinted(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigCheckEgress(t *testing.T) {
+	scratch(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeFiles(t, map[string]string{
+		"config.json": `{"mcpServers": {
+			"watched": {"command": ` + jsonString(self) + `, "egress": {"mode": "monitor", "allow": ["api.example.com:443"]}},
+			"jailed": {"command": ` + jsonString(self) + `, "egress": {"allow": []}},
+			"free": {"command": ` + jsonString(self) + `}
+		}}`,
+	})
+	out, err := runCheck(t, "--config", filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"ok, egress monitor", "ok, egress enforce"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "free ") && strings.Contains(l, "egress") {
+			t.Errorf("a server without egress shows one: %q", l)
+		}
+	}
+
+	dir = writeFiles(t, map[string]string{"config.json": `{"mcpServers": {}, "filters": {"egres": {}}}`})
+	out, _ = runCheck(t, "--config", filepath.Join(dir, "config.json"))
+	if !strings.Contains(out, `did you mean "egress"?`) {
+		t.Errorf("a misspelt egress key: %s", out)
+	}
+}

@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/egress"
 )
 
 func newPolicyCmd() *cobra.Command {
@@ -99,7 +102,14 @@ func runPolicy(c *common, session, output string, stdout io.Writer) error {
 	servers := map[string]bool{}
 	blocks := map[string]*blocked{}
 	found := false
+	var first, last time.Time // the session's span
 	err = audit.Read(apath, func(e *audit.Event) error {
+		if e.Session == session {
+			if first.IsZero() {
+				first = e.Time
+			}
+			last = e.Time
+		}
 		if e.Session != session || e.Type != audit.ToolCallIntercepted {
 			return nil
 		}
@@ -126,23 +136,32 @@ func runPolicy(c *common, session, output string, stdout io.Writer) error {
 		return fmt.Errorf("no call decisions for session %q in %s (list sessions with `toolgate events`)", session, apath)
 	}
 
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	used, refused, err := learnEgress(apath, servers, first, last)
+	if err != nil {
+		return err
+	}
 	out := map[string]any{}
 	ms := map[string]json.RawMessage{}
-	var cfg *config.Config
+	locked := 0
 	for s := range servers {
 		r, ok := orig.MCPServers[s]
 		if !ok {
 			continue
 		}
 		if output != "-" {
-			if cfg == nil {
-				if cfg, err = config.Load(path); err != nil {
-					return err
-				}
-			}
 			if r, err = relocateServer(r, cfg.Servers[s], filepath.Dir(output)); err != nil {
 				return fmt.Errorf("%s: mcpServers.%s: %v", path, s, err)
 			}
+		}
+		if sc := cfg.Servers[s]; sc != nil && sc.EgressOn() {
+			if r, err = lockEgress(r, sc.Egress, used[s]); err != nil {
+				return fmt.Errorf("%s: mcpServers.%s: %v", path, s, err)
+			}
+			locked++
 		}
 		ms[s] = r
 	}
@@ -190,6 +209,10 @@ func runPolicy(c *common, session, output string, stdout io.Writer) error {
 		"note":           "Blocked during the session; not allowed above. Add a tool to access_control.allow (and its pin) only after review.",
 		"blocked_tools":  bl,
 	}
+	if len(refused) > 0 {
+		out["review"].(map[string]any)["egress_refused"] = refused
+		out["review"].(map[string]any)["egress_note"] = "Connections the servers' egress proxies refused during the session; not allowed above."
+	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err
@@ -203,7 +226,108 @@ func runPolicy(c *common, session, output string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d tools on %d servers allowed and pinned, %d blocked tools listed for review\n", output, len(names), len(srv), len(bl))
+	if locked > 0 {
+		fmt.Fprintf(stdout, "egress: %d server(s) locked to the hosts they used (enforce mode), %d refused connection(s) listed for review\n", locked, len(refused))
+	}
 	return nil
+}
+
+// refusedConn is a connection an egress proxy refused, for review.
+type refusedConn struct {
+	Server string `json:"server"`
+	Target string `json:"target"`
+	Count  int    `json:"count"`
+}
+
+// learnEgress reads the network connections of the given servers recorded
+// between from and to (a session's span: connections carry no session, a
+// server's process serves them all): the host:port each used, and what
+// their proxies refused.
+func learnEgress(apath string, servers map[string]bool, from, to time.Time) (map[string][]string, []*refusedConn, error) {
+	used := map[string]map[string]bool{}
+	refused := map[string]*refusedConn{}
+	err := audit.Read(apath, func(e *audit.Event) error {
+		if e.Type != audit.NetworkConnection || !servers[e.Server] {
+			return nil
+		}
+		// Recorded when the connection ended; it counts for the session
+		// if it started within it (a kept-alive tunnel outlives calls).
+		ms := number(e.Fields["duration_ms"])
+		if start := e.Time.Add(-time.Duration(ms) * time.Millisecond); start.Before(from) || start.After(to) {
+			return nil
+		}
+		host, _ := e.Fields["host"].(string)
+		port := number(e.Fields["port"])
+		if host == "" || port <= 0 || port > 65535 {
+			return nil
+		}
+		target := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		switch e.Action {
+		case "allow":
+			if used[e.Server] == nil {
+				used[e.Server] = map[string]bool{}
+			}
+			used[e.Server][target] = true
+		case "block":
+			k := e.Server + "\x00" + target
+			if refused[k] == nil {
+				refused[k] = &refusedConn{Server: e.Server, Target: target}
+			}
+			refused[k].Count++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string][]string{}
+	for s, set := range used {
+		for t := range set {
+			out[s] = append(out[s], t)
+		}
+		sort.Strings(out[s])
+	}
+	rl := make([]*refusedConn, 0, len(refused))
+	for _, r := range refused {
+		rl = append(rl, r)
+	}
+	sort.Slice(rl, func(i, j int) bool { return rl[i].Server+rl[i].Target < rl[j].Server+rl[j].Target })
+	return out, rl, nil
+}
+
+// number reads a JSON number from an audit record's fields (0 if it is
+// not one).
+func number(v any) float64 {
+	switch n := v.(type) {
+	case float64:
+		return n
+	case json.Number:
+		f, _ := n.Float64()
+		return f
+	}
+	return 0
+}
+
+// lockEgress sets a server entry's egress to enforce mode with exactly the
+// hosts it used (none: no network at all).
+func lockEgress(raw json.RawMessage, e *config.Egress, hosts []string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if hosts == nil {
+		hosts = []string{}
+	}
+	eg := map[string]any{"mode": egress.ModeEnforce, "allow": hosts}
+	if e.Fallback != "" {
+		eg["fallback"] = e.Fallback
+	}
+	b, err := json.Marshal(eg)
+	if err != nil {
+		return nil, err
+	}
+	m["egress"] = b
+	return json.Marshal(m)
 }
 
 // relocateServer adjusts one stdio server entry for a config written to

@@ -64,6 +64,39 @@ func runStatus(ctx context.Context, addr string, asJSON bool, stdout io.Writer) 
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\n", s.Name, state, s.Tools, s.InFlight,
 			ago(st.Time, s.Started), ago(st.Time, s.LastCall), s.Restarts, firstLine(s.LastError, 70))
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printEgress(stdout, st)
+}
+
+// printEgress lists the servers with an egress policy: mode, what their
+// proxy relayed and refused.
+func printEgress(stdout io.Writer, st *gateway.Status) error {
+	var rows []gateway.ServerStatus
+	for _, s := range st.Servers {
+		if s.Egress != nil {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tEGRESS\tALLOW LIST\tCONNECTIONS\tREFUSED\tBYTES OUT\tBYTES IN\tLAST REFUSED\tDIRECT")
+	for _, s := range rows {
+		e := s.Egress
+		mode := e.Mode
+		if e.Configured != "" {
+			mode += " (configured " + e.Configured + ", unavailable)"
+		}
+		last := "-"
+		if e.LastRefused != "" {
+			last = e.LastRefused + " " + ago(st.Time, e.LastRefusedAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", s.Name, mode, e.Allow, e.Connections, e.Refused, e.BytesOut, e.BytesIn, last, e.Direct)
+	}
 	return tw.Flush()
 }
 

@@ -47,6 +47,9 @@ const (
 	ServerLoaded         = "server_loaded"
 	ServerLoadDenied     = "server_load_denied"
 	Search               = "search"
+	// NetworkConnection is one connection a stdio server made or tried
+	// through its egress proxy (the name agentsh gives it).
+	NetworkConnection = "mcp_network_connection"
 )
 
 // Event is one record. Fields holds what is specific to the type (hashes,

@@ -120,6 +120,9 @@ type Filters struct {
 	// Order lists the keys of Extensions as they appear in the file: inside
 	// a pipeline phase, built-in filters run in this order.
 	Order []string
+	// EgressDefault is filters.egress.default: the egress of every stdio
+	// server that has none (nil: "off").
+	EgressDefault *Egress
 }
 
 // Transport names accepted in a server's "transport" field.
@@ -189,6 +192,9 @@ type Server struct {
 	// body, an SSE event or a stdio line (nil: the gateway-wide
 	// max_response_bytes, else DefaultMaxResponseBytes).
 	MaxResponseBytes *int64 `json:"max_response_bytes,omitempty"`
+	// Egress is what a stdio server may connect to (nil: "off"). After
+	// Parse it holds filters.egress.default for a server with none.
+	Egress *Egress `json:"egress,omitempty"`
 }
 
 // DefaultMaxResponseBytes bounds one message from an upstream server unless
@@ -464,6 +470,11 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		return nil, &Error{File: file, Msg: err.Error()}
 	}
 	cfg.Filters = f
+	for _, name := range names {
+		if err := cfg.Servers[name].applyEgress(f.EgressDefault); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("%s.%s: %v", serversKey, name, err)}
+		}
+	}
 	cfg.Exposure = ff.Exposure
 	if err := cfg.validateExposure(); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}
@@ -501,6 +512,13 @@ func parseFilters(raw json.RawMessage) (Filters, error) {
 				return f, fmt.Errorf("filters.similarity_threshold: %v is outside [0, 1]", t)
 			}
 			f.SimilarityThreshold = t
+			continue
+		}
+		if k == "egress" {
+			// Not a call filter: it configures the server processes.
+			if f.EgressDefault, err = parseEgressFilter(v); err != nil {
+				return f, err
+			}
 			continue
 		}
 		if _, dup := f.Extensions[k]; dup {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/egress"
 )
 
 // openAudit opens the audit log the config asks for, or returns nil.
@@ -89,4 +90,13 @@ func (g *Gateway) argsField(args map[string]any) (string, any) {
 	}
 	sum := sha256.Sum256(b)
 	return "arguments_hash", "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// egressEvent records a connection a stdio server made or tried through
+// its egress proxy.
+func (g *Gateway) egressEvent(ev egress.Event) {
+	g.emit(context.Background(), extension.Event{
+		Type: audit.NetworkConnection, Server: ev.Server,
+		Action: ev.Decision, Reason: ev.Reason, Fields: ev.Fields(),
+	})
 }

@@ -159,6 +159,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		Logger:           log,
 		OnToolsChanged:   g.relist,
 		OnStarted:        g.started,
+		OnEgress:         g.egressEvent,
 		ConnectTimeout:   opts.ConnectTimeout,
 		CallTimeout:      opts.CallTimeout,
 		Token:            g.token,
@@ -236,10 +237,10 @@ func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 		f, ok := extension.Lookup(k)
 		if !ok {
 			hint := ""
-			if s := config.Suggest(k, append(extension.Keys(), "similarity_threshold")); s != "" {
+			if s := config.Suggest(k, append(extension.Keys(), "similarity_threshold", "egress")); s != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("filters: unknown key %q%s (known: similarity_threshold, %v)", k, hint, extension.Keys())}
+			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("filters: unknown key %q%s (known: similarity_threshold, egress, %v)", k, hint, extension.Keys())}
 		}
 		if string(bytes.TrimSpace(raw)) == "false" {
 			continue

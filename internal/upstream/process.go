@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
 
@@ -45,12 +48,17 @@ type process struct {
 	// cut to keepLineBytes), for start errors.
 	lastLines []string
 
+	// proxyL is the listener of the server's egress proxy for this run
+	// (nil: egress off); closed when the process stops.
+	proxyL net.Listener
+
 	stopOnce sync.Once
 }
 
 // startProcess runs the server's command with its filtered environment in a
-// new process group.
-func (s *Server) startProcess() (*process, error) {
+// new process group; with an egress policy, behind its proxy (monitor) or
+// in a network namespace of its own (enforce).
+func (s *Server) startProcess(ctx context.Context) (*process, error) {
 	cfg := s.cfg
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	if f := s.m.opts.ResolveCommand; f != nil {
@@ -76,6 +84,18 @@ func (s *Server) startProcess() (*process, error) {
 	}
 	cmd.Dir = cfg.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	iso, proxyL, err := s.egressSetup(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if iso != nil {
+		defer iso.Close()
+	}
+	closeProxy := func() {
+		if proxyL != nil {
+			proxyL.Close()
+		}
+	}
 
 	// Plain pipes rather than exec's copying goroutines: Wait then returns
 	// as soon as the leader exits, even when a grandchild still holds an
@@ -95,21 +115,28 @@ func (s *Server) startProcess() (*process, error) {
 	}
 	inR, inW, err := pipe()
 	if err != nil {
+		closeProxy()
 		return nil, err
 	}
 	outR, outW, err := pipe()
 	if err != nil {
+		closeProxy()
 		closeAll()
 		return nil, err
 	}
 	errR, errW, err := pipe()
 	if err != nil {
+		closeProxy()
 		closeAll()
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	if err := cmd.Start(); err != nil {
+		closeProxy()
 		closeAll()
+		if iso != nil {
+			return nil, iso.StartError(err)
+		}
 		return nil, err
 	}
 	// The child has its copies; ours would keep the pipes open forever.
@@ -121,6 +148,7 @@ func (s *Server) startProcess() (*process, error) {
 		cmd: cmd, log: s.log,
 		stdin: inW, stdout: outR, stderr: errR,
 		exited: make(chan struct{}), stderrDone: make(chan struct{}),
+		proxyL: proxyL,
 	}
 	go p.readStderr()
 	go func() {
@@ -129,7 +157,64 @@ func (s *Server) startProcess() (*process, error) {
 		p.killGroup(syscall.SIGKILL)
 		close(p.exited)
 	}()
+	if iso != nil {
+		// The helper hands over the proxy's socket in the namespace
+		// before it execs the server.
+		l, err := iso.Listener(ctx)
+		if err != nil {
+			p.stop()
+			return nil, p.startError(err)
+		}
+		p.proxyL = l
+	}
+	if p.proxyL != nil {
+		go s.egress.Serve(p.proxyL)
+	}
+	if iso == nil && p.proxyL != nil {
+		// Monitor mode: what the server connects to without the proxy
+		// is sampled and reported, though not stopped.
+		if ap, err := netip.ParseAddrPort(p.proxyL.Addr().String()); err == nil {
+			go s.egress.WatchDirect(p.pid(), ap, egress.DirectInterval, p.exited)
+		}
+	}
 	return p, nil
+}
+
+// egressSetup prepares cmd for the server's egress mode: monitor gets a
+// proxy on a loopback port and the variables pointing at it; enforce is
+// rewritten to start in a network namespace (the proxy's socket comes
+// after the start). Enforce mode where the kernel refuses namespaces fails
+// the start, or falls back to monitor when the config says so.
+func (s *Server) egressSetup(cmd *exec.Cmd) (*egress.Isolation, net.Listener, error) {
+	if s.egress == nil {
+		return nil, nil, nil
+	}
+	e := s.cfg.Egress
+	mode := e.Mode
+	if mode == egress.ModeEnforce {
+		if err := s.m.opts.ProbeNamespaces(); err != nil {
+			if e.Fallback != egress.ModeMonitor {
+				return nil, nil, err
+			}
+			mode = egress.ModeMonitor
+		}
+	}
+	s.mu.Lock()
+	s.egressMode = mode
+	s.mu.Unlock()
+	s.egress.SetMode(mode)
+	if mode == egress.ModeEnforce {
+		iso, err := egress.Isolate(cmd)
+		return iso, nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("egress proxy: %w", err)
+	}
+	// Appended last: the policy's proxy wins over any the server's env
+	// names (exec keeps the last value of a name).
+	cmd.Env = append(cmd.Env, egress.ProxyEnv(l.Addr().String())...)
+	return nil, l, nil
 }
 
 // transport is the MCP connection over the child's stdin and stdout.
@@ -155,6 +240,9 @@ func (p *process) stop() {
 			}
 		}
 		p.stdout.Close()
+		if p.proxyL != nil {
+			p.proxyL.Close()
+		}
 		// The group is gone, so nothing holds stderr open unless a
 		// process left the group (setsid); do not wait for it forever.
 		select {

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/netguard"
 )
 
@@ -111,6 +112,13 @@ type Options struct {
 	// no max_response_bytes: an HTTP response body, an SSE event, a stdio
 	// line (default config.DefaultMaxResponseBytes).
 	MaxResponseBytes int64
+	// OnEgress receives every connection a stdio server with an egress
+	// policy made or tried through its proxy (see package egress). It is
+	// called from the proxy's goroutines.
+	OnEgress func(egress.Event)
+	// ProbeNamespaces reports whether enforce mode can run (default
+	// egress.Probe); tests use it to stand for a kernel that refuses.
+	ProbeNamespaces func() error
 }
 
 // ServerOption configures one server at Add.
@@ -156,6 +164,9 @@ func NewManager(opts Options) *Manager {
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = config.DefaultMaxResponseBytes
 	}
+	if opts.ProbeNamespaces == nil {
+		opts.ProbeNamespaces = egress.Probe
+	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
@@ -186,6 +197,21 @@ func (m *Manager) Add(cfg *config.Server, opts ...ServerOption) (*Server, error)
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if cfg.EgressOn() && !cfg.IsRemote() {
+		s.egress = egress.New(egress.Options{Server: cfg.Name, Mode: cfg.Egress.Mode, Rules: cfg.Egress.Rules, Report: m.opts.OnEgress, Logger: m.log})
+		s.egressMode = cfg.Egress.Mode
+		if cfg.Egress.Mode == egress.ModeEnforce {
+			// Said once at start, not at the first call: a server that
+			// cannot run as configured should be known at once.
+			if err := m.opts.ProbeNamespaces(); err != nil {
+				if cfg.Egress.Fallback == egress.ModeMonitor {
+					s.log.Warn("egress: enforce mode unavailable; this server runs in monitor mode (fallback), so a server ignoring HTTP_PROXY can still connect directly", "error", err)
+				} else {
+					s.log.Error("egress: enforce mode unavailable; this server will not start (set \"fallback\": \"monitor\" to run it with the proxy only)", "error", err)
+				}
+			}
+		}
 	}
 	m.servers[cfg.Name] = s
 	return s, nil
@@ -259,6 +285,7 @@ type Server struct {
 	callTimeout time.Duration
 	maxResponse int64          // bytes in one message from the server
 	dialCheck   netguard.Check // nil: any address
+	egress      *egress.Proxy  // nil: egress off
 	probe       probe          // what the HTTP exchanges of the last start saw
 
 	mu        sync.Mutex
@@ -276,6 +303,9 @@ type Server struct {
 	restarts  int
 	fails     int       // consecutive failures; reset by an answered request or a clean stop
 	retryAt   time.Time // no start before this
+	// egressMode is the egress mode the last start used: the configured
+	// one, or monitor after a fallback.
+	egressMode string
 }
 
 // conn is one live session with a server.
@@ -342,6 +372,19 @@ type Status struct {
 	ConsecutiveFailures int     `json:"consecutive_failures,omitempty"`
 	IdleTimeout         float64 `json:"idle_timeout"` // seconds; 0: never
 	CallTimeout         float64 `json:"call_timeout"` // seconds
+	// Egress is the server's network policy and what its proxy has seen;
+	// nil when egress is off.
+	Egress *EgressStatus `json:"egress,omitempty"`
+}
+
+// EgressStatus is a server's egress mode and its proxy's totals.
+type EgressStatus struct {
+	Mode string `json:"mode"`
+	// Configured is the configured mode when Mode differs from it (a
+	// fallback from enforce to monitor).
+	Configured string `json:"configured,omitempty"`
+	Allow      int    `json:"allow"` // entries of the allow list
+	egress.Stats
 }
 
 // Status returns a snapshot of the server's state.
@@ -372,6 +415,13 @@ func (s *Server) Status() Status {
 	}
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
+	}
+	if s.egress != nil {
+		es := &EgressStatus{Mode: s.egressMode, Allow: len(s.cfg.Egress.Rules), Stats: s.egress.Stats()}
+		if s.egressMode != s.cfg.Egress.Mode {
+			es.Configured = s.cfg.Egress.Mode
+		}
+		st.Egress = es
 	}
 	return st
 }
@@ -563,6 +613,11 @@ func (s *Server) start(sc *startCall) {
 	if c.proc != nil {
 		attrs = append(attrs, "pid", c.proc.pid())
 	}
+	if s.egress != nil {
+		s.mu.Lock()
+		attrs = append(attrs, "egress", s.egressMode)
+		s.mu.Unlock()
+	}
 	s.log.Info("upstream started", attrs...)
 	close(sc.done)
 }
@@ -660,7 +715,7 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		}
 	}
 	if !s.cfg.IsRemote() {
-		p, err := s.startProcess()
+		p, err := s.startProcess(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("start %q: %w", s.cfg.Command, err)
 		}
@@ -867,5 +922,8 @@ func (s *Server) stop(final bool) {
 	s.mu.Unlock()
 	if c != nil {
 		c.close()
+	}
+	if final && s.egress != nil {
+		s.egress.Close()
 	}
 }

@@ -88,7 +88,7 @@ func setFilters(t *testing.T, path string, filters map[string]any) {
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg["filters"] = filters
+	cfg["filters"] = withEgressDefault(filters)
 	if err := os.WriteFile(path, mustJSON(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

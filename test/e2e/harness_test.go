@@ -116,6 +116,7 @@ func stdioServer(name string, args ...string) map[string]any {
 func writeConfig(t *testing.T, servers map[string]any, filters map[string]any) string {
 	t.Helper()
 	cfg := map[string]any{"mcpServers": servers}
+	filters = withEgressDefault(filters)
 	if filters != nil {
 		cfg["filters"] = filters
 	}
@@ -129,6 +130,27 @@ func writeConfig(t *testing.T, servers map[string]any, filters map[string]any) s
 		t.Fatal(err)
 	}
 	return p
+}
+
+// withEgressDefault adds filters.egress.default with the mode in
+// $TOOLGATE_E2E_EGRESS (e.g. enforce) and an empty allow list, so the whole
+// suite can be run with every stdio server's network locked down
+// (TOOLGATE_E2E_EGRESS=enforce go test ./test/e2e/). Tests that set their
+// own egress default keep it.
+func withEgressDefault(filters map[string]any) map[string]any {
+	mode := os.Getenv("TOOLGATE_E2E_EGRESS")
+	if mode == "" {
+		return filters
+	}
+	if _, set := filters["egress"]; set {
+		return filters
+	}
+	out := map[string]any{}
+	for k, v := range filters {
+		out[k] = v
+	}
+	out["egress"] = map[string]any{"default": map[string]any{"mode": mode, "allow": []string{}}}
+	return out
 }
 
 // defaultServers is the example set: everything, filesystem on a sandbox

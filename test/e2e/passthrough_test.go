@@ -21,6 +21,7 @@ func writePassthroughConfig(t *testing.T, servers map[string]any, filters map[st
 	t.Helper()
 	dir := t.TempDir()
 	cfg := map[string]any{"mode": "passthrough", "mcpServers": servers, "search": map[string]any{"mode": "lexical"}}
+	filters = withEgressDefault(filters)
 	if filters != nil {
 		cfg["filters"] = filters
 	}
