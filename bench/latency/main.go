@@ -315,7 +315,13 @@ func (c caller) call(ctx context.Context, msg string) error {
 		return err
 	}
 	if res.IsError {
-		return fmt.Errorf("tool error: %v", res.Content)
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return fmt.Errorf("tool error: %s", b.String())
 	}
 	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != msg {
 		return fmt.Errorf("unexpected result %v", res.Content)
@@ -331,15 +337,38 @@ func connect(ctx context.Context, t mcp.Transport, gateway bool, pid int, cmd ..
 		return caller{}, err
 	}
 	if gateway && mode == "meta" {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo the message"}})
-		if err != nil || res.IsError {
-			return caller{}, fmt.Errorf("search_tools: %v %v", err, res)
+		// The upstream starts in the background: search until its tool is
+		// indexed.
+		for try := 0; ; try++ {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo the message"}})
+			if err != nil || res.IsError {
+				return caller{}, fmt.Errorf("search_tools: %v %v", err, res)
+			}
+			tc, _ := res.Content[0].(*mcp.TextContent)
+			if tc != nil && strings.Contains(tc.Text, "up__echo") {
+				break
+			}
+			if try == 200 {
+				return caller{}, fmt.Errorf("search_tools did not return up__echo: %v", tc)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	if len(cmd) > 0 && cmd[0].Process != nil {
 		pid = cmd[0].Process.Pid
 	}
 	c := caller{cs: cs, gateway: gateway, pid: pid}
+	for try := 0; gateway && mode == "passthrough"; try++ {
+		// The upstream starts in the background: call until it is listed.
+		err := c.call(ctx, "first")
+		if err == nil {
+			break
+		}
+		if try == 200 {
+			return caller{}, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	for i := range 50 { // warm up
 		if err := c.call(ctx, fmt.Sprint("warm", i)); err != nil {
 			return caller{}, err
