@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
+	benchStats()
 	setGatewayVersion()
 	root := newRootCmd(exts)
 	root.SetArgs(defaultToServe(args, stdin))

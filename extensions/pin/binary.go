@@ -38,7 +38,7 @@ func (p *Pinner) ResolveCommand(ctx context.Context, server, command, dir string
 	if !p.pinBinary {
 		return "", nil
 	}
-	f, err := p.store.Current()
+	f, err := p.store.Latest() // a launch is rare: see the file as it is now
 	if err != nil {
 		return "", err
 	}

@@ -309,6 +309,15 @@ func (p *Pinner) check(ctx context.Context, c *extension.CallRequest) error {
 		return err // fail closed: the pins cannot be read
 	}
 	pin := f.Tool(c.ServerName, c.Tool)
+	if pin != nil && pin.Hash == h {
+		return nil
+	}
+	// About to refuse or to pin: decide on the file as it is now, so that a
+	// `toolgate pins trust` run a moment ago counts.
+	if f, err = p.store.Latest(); err != nil {
+		return err
+	}
+	pin = f.Tool(c.ServerName, c.Tool)
 	switch {
 	case pin != nil && pin.Hash == h:
 		return nil

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -164,8 +166,10 @@ func TestPinsSurviveRestartAndTrust(t *testing.T) {
 	if err := p.check(context.Background(), &extension.CallRequest{ServerName: "notes", Tool: "read_note", Def: v2}); err != nil {
 		t.Fatalf("after trust: %v", err)
 	}
-	// Reset from outside: the next call re-pins (auto_trust_first).
+	// Reset from outside: the first call once the extension looks at the
+	// file again (within RecheckEvery) re-pins (auto_trust_first).
 	NewStore(dir).Update(func(f *File) (bool, error) { return f.DeleteTool("notes", "read_note"), nil })
+	p.store.checked = time.Time{}
 	if err := p.check(context.Background(), &extension.CallRequest{ServerName: "notes", Tool: "read_note", Def: v2}); err != nil {
 		t.Fatalf("after reset: %v", err)
 	}
@@ -394,5 +398,107 @@ func TestWithholdAndRecordOnce(t *testing.T) {
 	alert.list(context.Background(), req, []*mcp.Tool{b})
 	if len(got) != 0 {
 		t.Fatalf("on_change alert keeps tools usable, but withheld %q", got)
+	}
+}
+
+// setPin sets server s's tool t's pin to hash h, as another process
+// (`toolgate pins trust --hash`) does.
+func setPin(t *testing.T, dir, h string) {
+	t.Helper()
+	err := NewStore(dir).Update(func(f *File) (bool, error) {
+		f.SetTool("notes", "read_note", &ToolPin{Hash: h})
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCurrentLooksAtTheFileOnceASecond: Current serves what it read for
+// RecheckEvery, then sees another process's change; Latest sees it at once.
+func TestCurrentLooksAtTheFileOnceASecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		h1, h2, h3 := strings.Repeat("1", 64), strings.Repeat("2", 64), strings.Repeat("3", 64)
+		gw := NewStore(dir)
+		setPin(t, dir, h1)
+		hash := func(f *File, err error) string {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f.Tool("notes", "read_note").Hash
+		}
+		if got := hash(gw.Current()); got != h1 {
+			t.Fatalf("pin = %.8s, want %.8s", got, h1)
+		}
+		setPin(t, dir, h2)
+		if got := hash(gw.Current()); got != h1 {
+			t.Fatalf("pin = %.8s right after another process changed it: the file was read again within the second", got)
+		}
+		time.Sleep(RecheckEvery - time.Millisecond)
+		if got := hash(gw.Current()); got != h1 {
+			t.Fatalf("pin = %.8s before the second is over", got)
+		}
+		time.Sleep(time.Millisecond)
+		if got := hash(gw.Current()); got != h2 {
+			t.Fatalf("pin = %.8s a second after another process changed it, want %.8s", got, h2)
+		}
+		setPin(t, dir, h3)
+		if got := hash(gw.Latest()); got != h3 {
+			t.Fatalf("Latest = %.8s, want %.8s", got, h3)
+		}
+		// Its own writes count at once.
+		gw.Update(func(f *File) (bool, error) { f.SetTool("notes", "read_note", &ToolPin{Hash: h1}); return true, nil })
+		if got := hash(gw.Current()); got != h1 {
+			t.Fatalf("pin = %.8s after this store's own update, want %.8s", got, h1)
+		}
+	})
+}
+
+// TestTrustCountsAtOnceRevocationWithinASecond: a call the cached pins
+// would refuse is decided on the file as it is now, so `pins trust` from
+// another process lets the very next call through; a pin changed away
+// from the served definition blocks calls within a second.
+func TestTrustCountsAtOnceRevocationWithinASecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		v1, v2 := def("Read a note."), def("Read a note, then delete it.")
+		p, _ := newPinner(t, `{}`, dir)
+		if err := serve(t, p, v1); err != nil {
+			t.Fatal(err)
+		}
+		call := func(d *mcp.Tool) error {
+			return p.check(context.Background(), &extension.CallRequest{ServerName: "notes", Tool: "read_note", Def: d})
+		}
+		if err := call(v2); err == nil {
+			t.Fatal("changed definition allowed")
+		}
+		setPin(t, dir, Hash(v2)) // pins trust, no time passes
+		if err := call(v2); err != nil {
+			t.Fatalf("right after trust from another process: %v", err)
+		}
+		setPin(t, dir, Hash(v1)) // the pin moves away from what is served
+		time.Sleep(RecheckEvery)
+		if err := call(v2); err == nil {
+			t.Fatal("a call allowed a second after its pin was changed by another process")
+		}
+	})
+}
+
+// BenchmarkCheck is the pin check of a call to a pinned, unchanged tool.
+func BenchmarkCheck(b *testing.B) {
+	dir := b.TempDir()
+	e, _ := New(nil)
+	if err := e.Provision(context.Background(), extension.Host{StateDir: dir}); err != nil {
+		b.Fatal(err)
+	}
+	p, d := e.(*Pinner), def("Read a note.")
+	p.list(context.Background(), &extension.ListRequest{ServerName: "notes"}, []*mcp.Tool{d})
+	req := &extension.CallRequest{ServerName: "notes", Tool: "read_note", Def: d}
+	for b.Loop() {
+		if err := p.check(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

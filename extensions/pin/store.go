@@ -164,11 +164,17 @@ func (f *File) ToolEntries() []ToolEntry {
 type Store struct {
 	dir string
 
-	mu    sync.Mutex // serialises this process's writers; guards mem
-	mem   *File
-	cache *File // last read, with the file's identity
-	stamp stamp
+	mu      sync.Mutex // serialises this process's writers; guards mem
+	mem     *File
+	cache   *File // last read, with the file's identity
+	stamp   stamp
+	checked time.Time // when the file was last looked at
 }
+
+// RecheckEvery is how long Current trusts what it last read before it
+// looks at the file again: a call does not pay for a stat, and a change
+// made by another process (`toolgate pins`) counts within this time.
+const RecheckEvery = time.Second
 
 type stamp struct {
 	mod  time.Time
@@ -208,23 +214,35 @@ func (s *Store) memFile() *File {
 	return s.mem
 }
 
-// Current returns the pin file, re-reading it only when it changed on disk
-// since the last call. The result is shared: callers must not modify it.
-func (s *Store) Current() (*File, error) {
+// Current returns the pin file as read at most RecheckEvery ago,
+// re-reading it only when it changed on disk. The result is shared:
+// callers must not modify it.
+func (s *Store) Current() (*File, error) { return s.current(false) }
+
+// Latest is Current looking at the file now: for decisions that must see a
+// change another process made a moment ago.
+func (s *Store) Latest() (*File, error) { return s.current(true) }
+
+func (s *Store) current(now bool) (*File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dir == "" {
 		return s.memFile(), nil
 	}
+	t := time.Now()
+	if age := t.Sub(s.checked); s.cache != nil && !now && age >= 0 && age < RecheckEvery {
+		return s.cache, nil
+	}
 	st := statOf(s.Path())
 	if s.cache != nil && st == s.stamp {
+		s.checked = t
 		return s.cache, nil
 	}
 	f, st, err := s.read()
 	if err != nil {
 		return nil, err
 	}
-	s.cache, s.stamp = f, st
+	s.cache, s.stamp, s.checked = f, st, t
 	return f, nil
 }
 
@@ -304,7 +322,7 @@ func (s *Store) Update(fn func(f *File) (changed bool, err error)) error {
 	if err := s.write(f); err != nil {
 		return err
 	}
-	s.cache, s.stamp = f, statOf(s.Path())
+	s.cache, s.stamp, s.checked = f, statOf(s.Path()), time.Now()
 	return nil
 }
 

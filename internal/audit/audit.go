@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -95,18 +94,25 @@ type Log struct {
 	maxFiles int
 	log      *slog.Logger
 
-	mu   sync.Mutex // one append at a time in this process; the flock orders processes
-	lock *os.File   // PATH.lock, flocked around every append
-	ck   *os.File   // PATH.checkpoint
-	f    *os.File   // the current file, O_APPEND
-	end  int64      // f's size after this process's last write; -1 when unknown
+	mu   sync.Mutex  // one append at a time in this process; the flock orders processes
+	lock *os.File    // PATH.lock, flocked around every append
+	ck   *os.File    // PATH.checkpoint
+	f    *os.File    // the current file, O_APPEND
+	fst  os.FileInfo // f's identity, to tell whether the path still names it
+	end  int64       // f's size after this process's last write; -1 when unknown
 	seq  uint64
 	prev string
 	// first is the sequence number of the oldest record kept (rotation
 	// deletes older files), recorded in the checkpoint.
 	first uint64
 	head  atomic.Pointer[Head]
+	line  []byte               // the record being written, reused
+	ckbuf [checkpointSize]byte // the checkpoint being written
 }
+
+// maxPooled is the largest buffer kept for reuse: one huge record does not
+// pin its memory.
+const maxPooled = 64 << 10
 
 // Options configure Open.
 type Options struct {
@@ -181,18 +187,22 @@ func (l *Log) Head() Head {
 // Hash, and returns once it is written (durable with sync on). Every
 // string is redacted first, so no caller can write a secret in clear.
 func (l *Log) Append(e Event) error {
-	fields, err := l.canonical(e.Fields)
-	if err != nil {
-		return fmt.Errorf("audit: encode %s event: %v", e.Type, err)
-	}
-	e.Fields = fields
-	if r := l.redact; r != nil {
-		e.Type, e.Session, e.Server, e.Tool = r(e.Type), r(e.Session), r(e.Server), r(e.Tool)
-		e.Action, e.Reason = r(e.Action), r(e.Reason)
-	}
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
+	// Redacted and encoded before the lock: only seq, prev and the hash
+	// depend on the chain.
+	bp := bodyPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooled {
+			bodyPool.Put(bp)
+		}
+	}()
+	body, err := l.encodeBody((*bp)[:0], &e)
+	if err != nil {
+		return err
+	}
+	*bp = body
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -207,10 +217,12 @@ func (l *Log) Append(e Event) error {
 	if err != nil {
 		return err
 	}
-	e.Seq, e.Prev, e.Hash = l.seq+1, l.prev, ""
-	line, hash, err := encode(&e)
-	if err != nil {
-		return err
+	e.Seq = l.seq + 1
+	line, hash := appendLine(l.line[:0], e.Seq, body, l.prev)
+	if cap(line) <= maxPooled {
+		l.line = line
+	} else {
+		l.line = nil
 	}
 	var drop []string
 	if l.maxSize > 0 && size > 0 && size+int64(len(line)) > l.maxSize {
@@ -235,7 +247,7 @@ func (l *Log) Append(e Event) error {
 		}
 	}
 	l.seq, l.prev = e.Seq, hash
-	if err := writeCheckpoint(l.ck, checkpoint{Seq: l.seq, Hash: l.prev, First: l.first}, l.sync); err != nil {
+	if err := writeCheckpoint(l.ck, &l.ckbuf, checkpoint{Seq: l.seq, Hash: l.prev, First: l.first}, l.sync); err != nil {
 		return err
 	}
 	l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
@@ -253,6 +265,14 @@ func (l *Log) Append(e Event) error {
 // It checks what it reads against the checkpoint and returns the current
 // file's size.
 func (l *Log) catchUp(opening bool) (int64, error) {
+	// One stat of the path: still the file open here (not rotated by
+	// another process, moved or deleted) and the size this process left it
+	// at, so nobody else wrote and the tail is ours.
+	if l.end >= 0 && l.fst != nil {
+		if pst, err := os.Stat(l.path); err == nil && os.SameFile(pst, l.fst) && pst.Size() == l.end {
+			return l.end, nil
+		}
+	}
 	if err := l.reopenIfMoved(); err != nil {
 		return 0, err
 	}
@@ -291,7 +311,7 @@ func (l *Log) catchUp(opening bool) (int64, error) {
 			return 0, err
 		}
 		l.first = first
-		if err := writeCheckpoint(l.ck, checkpoint{Seq: seq, Hash: hash, First: first}, l.sync); err != nil {
+		if err := writeCheckpoint(l.ck, &l.ckbuf, checkpoint{Seq: seq, Hash: hash, First: first}, l.sync); err != nil {
 			return 0, err
 		}
 		l.log.Warn("audit: the log had no checkpoint; one was created at its current end (records removed from its end before now cannot be detected)", "path", l.path, "seq", seq)
@@ -331,10 +351,15 @@ func (l *Log) reopenIfMoved() error {
 	if err != nil {
 		return fmt.Errorf("audit: %v", err)
 	}
+	fst, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("audit: %v", err)
+	}
 	if l.f != nil {
 		l.f.Close()
 	}
-	l.f, l.end = f, -1
+	l.f, l.fst, l.end = f, fst, -1
 	return nil
 }
 
@@ -424,79 +449,12 @@ func (l *Log) close() error {
 	return err
 }
 
-// canonical returns fields as JSON would give them back (maps, slices,
-// strings, json.Number), redacted: what is hashed and written is then
-// exactly what a reader decodes, whatever structs a caller passed.
-func (l *Log) canonical(m map[string]any) (map[string]any, error) {
-	if len(m) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var out map[string]any
-	if err := dec.Decode(&out); err != nil {
-		return nil, err
-	}
-	if l.redact != nil {
-		out = redactMap(out, l.redact)
-	}
-	return out, nil
-}
-
-func redactMap(m map[string]any, r func(string) string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[r(k)] = redactValue(v, r)
-	}
-	return out
-}
-
-func redactValue(v any, r func(string) string) any {
-	switch x := v.(type) {
-	case string:
-		return r(x)
-	case map[string]any:
-		return redactMap(x, r)
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = redactValue(e, r)
-		}
-		return out
-	}
-	return v // json.Number, bool, nil
-}
-
 // hashSuffix is how every record ends: the hash is the last field, and
 // the hash covers the record's bytes with that field empty.
 const (
 	emptyHash  = `"hash":""}`
 	hashSuffix = len(`"hash":""}`) + 64
 )
-
-// encode produces the record's line (the bytes written, newline included)
-// and its hash, computed over exactly those bytes with the hash field
-// empty. The record is encoded once; Verify hashes the bytes it reads, so
-// nothing depends on re-encoding giving the same bytes.
-func encode(e *Event) ([]byte, string, error) {
-	body, err := json.Marshal(e)
-	if err != nil {
-		return nil, "", fmt.Errorf("audit: encode %s event: %v", e.Type, err)
-	}
-	if !bytes.HasSuffix(body, []byte(emptyHash)) {
-		return nil, "", fmt.Errorf("audit: encoded %s event does not end with its hash field", e.Type)
-	}
-	hash := hashOf(body)
-	line := make([]byte, 0, len(body)+len(hash)+1)
-	line = append(line, body[:len(body)-2]...) // up to `"hash":"`
-	line = append(line, hash...)
-	line = append(line, "\"}\n"...)
-	return line, hash, nil
-}
 
 // rawHash checks a record's bytes (without the newline): it returns the
 // hash the record states and the hash of its bytes with that field empty.

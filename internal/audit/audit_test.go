@@ -477,7 +477,7 @@ func FuzzVerify(f *testing.F) {
 	prev := genesis
 	for i := range 3 {
 		e := Event{Seq: uint64(i + 1), Type: Search, Prev: prev}
-		line, hash, _ := encode(&e)
+		line, hash, _ := encodeReflect(&e)
 		log, prev = append(log, line...), hash
 	}
 	f.Add(log, []byte(`{"seq":3,"hash":"`+prev+`","first":1}`))

@@ -108,13 +108,25 @@ func readCheckpoint(path string) (*checkpoint, error) {
 // append on ext4: 100 times slower.)
 const checkpointSize = 256
 
-// writeCheckpoint overwrites the checkpoint in place.
-func writeCheckpoint(f *os.File, c checkpoint, sync bool) error {
-	b, _ := json.Marshal(c)
-	buf := bytes.Repeat([]byte{' '}, checkpointSize)
-	copy(buf, b)
+// writeCheckpoint overwrites the checkpoint in place, encoded into buf
+// (the bytes encoding/json wrote for it, padded).
+func writeCheckpoint(f *os.File, buf *[checkpointSize]byte, c checkpoint, sync bool) error {
+	b := append(buf[:0], `{"seq":`...)
+	b = strconv.AppendUint(b, c.Seq, 10)
+	b = append(b, `,"hash":`...)
+	b = appendString(b, c.Hash)
+	b = append(b, `,"first":`...)
+	b = strconv.AppendUint(b, c.First, 10)
+	b = append(b, '}')
+	if len(b) >= checkpointSize {
+		return fmt.Errorf("audit: checkpoint: record of %d bytes does not fit", len(b))
+	}
+	copy(buf[:], b) // no-op unless the record outgrew buf
+	for i := len(b); i < checkpointSize; i++ {
+		buf[i] = ' '
+	}
 	buf[checkpointSize-1] = '\n'
-	_, err := f.WriteAt(buf, 0)
+	_, err := f.WriteAt(buf[:], 0)
 	if err == nil && sync {
 		err = f.Sync()
 	}

@@ -54,14 +54,29 @@ func (f *fake) transport(cfg *config.Server) mcp.Transport {
 		}
 		return ct
 	}
+	kt := &killable{Transport: st}
 	srv := fakeserver.New(fakeserver.Options{
 		Record: f.record,
-		Crash:  func(ss *mcp.ServerSession) { go ss.Close() },
+		// As a process dies: the pipe closes under the call in flight
+		// (ServerSession.Close would wait for that call to finish).
+		Crash: func(*mcp.ServerSession) { go kt.conn.Close() },
 	})
-	if _, err := srv.Connect(context.Background(), st, nil); err != nil {
+	if _, err := srv.Connect(context.Background(), kt, nil); err != nil {
 		panic(err)
 	}
 	return ct
+}
+
+// killable keeps the server's end of the connection, to close it abruptly.
+type killable struct {
+	mcp.Transport
+	conn mcp.Connection
+}
+
+func (k *killable) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := k.Transport.Connect(ctx)
+	k.conn = c
+	return c, err
 }
 
 // newFake returns a manager with one fake server "s" configured by cfg.

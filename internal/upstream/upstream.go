@@ -80,6 +80,9 @@ type Options struct {
 	OnStarted func(server string, starts int)
 	// ConnectTimeout bounds starting a server and its handshake.
 	ConnectTimeout time.Duration
+	// ProtocolVersion is the protocol revision offered to servers
+	// (default ProtocolVersion).
+	ProtocolVersion string
 	// CallTimeout bounds one tool call of a server whose config sets no
 	// call_timeout.
 	CallTimeout time.Duration
@@ -687,6 +690,22 @@ func (s *Server) lost(c *conn, err error) {
 	s.log.Warn("upstream disconnected; it restarts on the next call", attrs...)
 }
 
+// ProtocolVersion is the protocol revision toolgate offers upstream
+// servers unless told otherwise. The newest (2026-07-28) puts per-request
+// metadata on every message, which costs tens of microseconds a call, and
+// no relayed feature needs it: the stateless frontend answers its clients
+// in their revision whatever the upstream speaks. A server that supports
+// only older revisions negotiates down from it as before.
+const ProtocolVersion = "2025-11-25"
+
+func (m *Manager) sessionOptions() *mcp.ClientSessionOptions {
+	v := m.opts.ProtocolVersion
+	if v == "" {
+		v = ProtocolVersion
+	}
+	return &mcp.ClientSessionOptions{ProtocolVersion: v}
+}
+
 func (s *Server) connect(ctx context.Context) (*conn, error) {
 	var copts mcp.ClientOptions
 	if f := s.m.opts.ClientOptions; f != nil {
@@ -707,7 +726,7 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 	}
 	if f := s.m.opts.Transport; f != nil {
 		if t := f(s.cfg); t != nil {
-			sess, err := client.Connect(ctx, t, nil)
+			sess, err := client.Connect(ctx, t, s.m.sessionOptions())
 			if err != nil {
 				return nil, err
 			}
@@ -719,7 +738,7 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("start %q: %w", s.cfg.Command, err)
 		}
-		sess, err := client.Connect(ctx, p.transport(s.lineLimit()), nil)
+		sess, err := client.Connect(ctx, p.transport(s.lineLimit()), s.m.sessionOptions())
 		if err != nil {
 			p.stop()
 			return nil, p.startError(fmt.Errorf("start %q: %w", s.cfg.Command, err))
@@ -750,7 +769,7 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		return &conn{sess: sess, cancel: lcancel}, nil
 	}
 	sse := func() (*mcp.ClientSession, error) {
-		return client.Connect(ctx, &streamContext{Transport: &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.sdkEventLimit()}, ctx: lctx}, nil)
+		return client.Connect(ctx, &streamContext{Transport: &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.sdkEventLimit()}, ctx: lctx}, s.m.sessionOptions())
 	}
 	if s.cfg.Transport == config.TransportSSE {
 		sess, err := sse()
@@ -761,7 +780,7 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		}
 		return connected(sess)
 	}
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: s.sdkEventLimit()}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: s.sdkEventLimit()}, s.m.sessionOptions())
 	if err == nil {
 		return connected(sess)
 	}
