@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,8 @@ type oidcVerifier struct {
 	mu      sync.Mutex
 	lastTry time.Time
 	jwksURI string
+
+	cache *tokenCache
 }
 
 // keySet is one fetch of the provider's keys.
@@ -69,7 +72,7 @@ type verifyKey struct {
 }
 
 func newOIDCVerifier(cfg *config.OIDC, opts Options) (*oidcVerifier, error) {
-	v := &oidcVerifier{cfg: cfg, client: opts.HTTPClient, log: opts.Logger, now: opts.Now, algs: map[string]jwa.SignatureAlgorithm{}}
+	v := &oidcVerifier{cfg: cfg, client: opts.HTTPClient, log: opts.Logger, now: opts.Now, algs: map[string]jwa.SignatureAlgorithm{}, cache: newTokenCache()}
 	for _, name := range cfg.Algorithms {
 		alg, ok := jwa.LookupSignatureAlgorithm(name)
 		if !ok || strings.HasPrefix(name, "HS") || name == "none" {
@@ -96,6 +99,19 @@ func (v *oidcVerifier) verify(ctx context.Context, token string) (*extension.Pri
 	if len(token) > maxTokenBytes {
 		return nil, invalid("token longer than %d bytes", maxTokenBytes)
 	}
+	sum := sha256.Sum256([]byte(token))
+	if p := v.cache.get(sum, v.now()); p != nil {
+		return p, nil
+	}
+	p, err := v.verifyUncached(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	v.cache.put(sum, p, v.now())
+	return p, nil
+}
+
+func (v *oidcVerifier) verifyUncached(ctx context.Context, token string) (*extension.Principal, error) {
 	enc, _, _ := strings.Cut(token, ".")
 	raw, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil {
