@@ -3,8 +3,8 @@ package auth
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/hmac"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
