@@ -103,8 +103,9 @@ func configHasAuth(c *common) (bool, error) {
 }
 
 // bindListener binds --listen and refuses a non-loopback address unless
-// allowed (auth is configured, or --insecure-no-auth). It checks the bound address, so a host name that
-// resolves to a public interface is caught as well.
+// allowed (auth is configured, or --insecure-no-auth). It checks the
+// bound address, so a host name that resolves to a public interface is
+// caught as well.
 func bindListener(listen string, allowed bool) (net.Listener, error) {
 	addr, err := listenAddress(listen)
 	if err != nil {
