@@ -294,20 +294,26 @@ func TestAuthOIDCAndAPIKeys(t *testing.T) {
 	if statefulCS.ID() == "" {
 		t.Fatal("no session id for a 2025-11-25 session")
 	}
-	req, _ := http.NewRequest("POST", g.URL, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", statefulCS.ID())
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set("Authorization", "Bearer "+clientCredentials(t, issuer, "bob", "bob-secret", "mcp"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	onSession := func(token string) (int, string) {
+		req, _ := http.NewRequest("POST", g.URL, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", statefulCS.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
 	}
-	b, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("bob on alice's session: %d %s; want it refused", resp.StatusCode, b)
+	if code, body := onSession(alice); code != http.StatusOK {
+		t.Fatalf("alice on her own session: %d %s", code, body)
+	}
+	if code, body := onSession(clientCredentials(t, issuer, "bob", "bob-secret", "mcp")); code != http.StatusForbidden || !strings.Contains(body, "session user mismatch") {
+		t.Fatalf("bob on alice's session: %d %s; want 403 session user mismatch", code, body)
 	}
 	noPanic(t, g.Logs.String())
 }
