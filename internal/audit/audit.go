@@ -57,6 +57,9 @@ type Event struct {
 	Time    time.Time      `json:"time"`
 	Type    string         `json:"type"`
 	Session string         `json:"session,omitempty"`
+	// Principal is who made the request (see extension.Principal.ID):
+	// empty over stdio or without auth.
+	Principal string `json:"principal,omitempty"`
 	Server  string         `json:"server,omitempty"`
 	Tool    string         `json:"tool,omitempty"`
 	Action  string         `json:"action,omitempty"`
@@ -185,6 +188,7 @@ func (l *Log) Append(e Event) error {
 	e.Fields = fields
 	if r := l.redact; r != nil {
 		e.Type, e.Session, e.Server, e.Tool = r(e.Type), r(e.Session), r(e.Server), r(e.Tool)
+		e.Principal = r(e.Principal)
 		e.Action, e.Reason = r(e.Action), r(e.Reason)
 	}
 	if e.Time.IsZero() {

@@ -318,6 +318,7 @@ func (p *passthrough) callTool(ctx context.Context, sc scope, req *mcp.CallToolR
 	if p.hybrid {
 		server, tool, ok = catalog.Split(name)
 	}
+	ctx = withPrincipal(ctx, req)
 	creq := &extension.CallRequest{ToolName: catalog.Qualify(server, tool), ServerName: server, Tool: tool, Session: key, Principal: principalID(req)}
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}

@@ -186,7 +186,8 @@ func TestAuthOIDCAndAPIKeys(t *testing.T) {
 	if err := os.WriteFile(cfgPath, mustJSON(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := startHTTP(t, cfgPath)
+	state := t.TempDir()
+	g := startHTTP(t, cfgPath, "--state-dir", state)
 	base := strings.TrimSuffix(g.URL, "/mcp")
 	mdURL := "https://toolgate.e2e.test/.well-known/oauth-protected-resource/mcp"
 
@@ -314,6 +315,49 @@ func TestAuthOIDCAndAPIKeys(t *testing.T) {
 	}
 	if code, body := onSession(clientCredentials(t, issuer, "bob", "bob-secret", "mcp")); code != http.StatusForbidden || !strings.Contains(body, "session user mismatch") {
 		t.Fatalf("bob on alice's session: %d %s; want 403 session user mismatch", code, body)
+	}
+
+	// Every audit record of a request names its principal, and the CLI
+	// filters by it.
+	callsOf := func(principal string) []map[string]any {
+		out, err := exec.CommandContext(ctxT(t), binPath, "calls", "--state-dir", state, "--principal", principal, "--json").CombinedOutput()
+		if err != nil {
+			t.Fatalf("toolgate calls --principal %s: %v\n%s", principal, err, out)
+		}
+		var recs []map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if line == "" {
+				continue
+			}
+			var r map[string]any
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("calls output %q: %v", line, err)
+			}
+			recs = append(recs, r)
+		}
+		return recs
+	}
+	aliceID, bobID := issuer+"|alice", issuer+"|bob"
+	for who, want := range map[string][]string{aliceID: {"allow", "block"}, bobID: {"block"}, "ci-bot": {"allow", "block"}} {
+		recs := callsOf(who)
+		actions := map[string]bool{}
+		for _, r := range recs {
+			if r["principal"] != who {
+				t.Fatalf("calls --principal %s listed a record of %v", who, r["principal"])
+			}
+			actions[fmt.Sprint(r["action"])] = true
+		}
+		for _, a := range want {
+			if !actions[a] {
+				t.Fatalf("calls --principal %s: no %q record among %v", who, a, recs)
+			}
+		}
+	}
+	if recs := callsOf("nobody"); len(recs) != 0 {
+		t.Fatalf("calls --principal nobody: %v", recs)
+	}
+	if out, err := auditVerify(t, state); err != nil || !strings.Contains(out, "chain intact") {
+		t.Fatalf("audit verify: %v %s", err, out)
 	}
 	noPanic(t, g.Logs.String())
 }
