@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -164,7 +165,7 @@ func TestAuthOIDCAndAPIKeys(t *testing.T) {
 	t.Parallel()
 	issuer := startOIDC(t, []map[string]any{
 		{"id": "alice", "secret": "alice-secret", "groups": []string{"dev"}, "audience": authAudience},
-		{"id": "bob", "secret": "bob-secret", "groups": []string{"dev"}, "audience": authAudience},
+		{"id": "bob", "secret": "bob-secret", "groups": []string{"ops"}, "audience": authAudience},
 		{"id": "elsewhere", "secret": "x", "audience": "https://other.example/mcp"},
 		{"id": "stale", "secret": "x", "audience": authAudience, "ttl": -300},
 	})
@@ -183,6 +184,12 @@ func TestAuthOIDCAndAPIKeys(t *testing.T) {
 			{"principal": "prometheus", "groups": []string{"metrics"}, "sha256": sha256Hex("prom-key-456")},
 		},
 	}
+	// Two teams: dev gets echo, ops get-sum; the CI key echo.
+	cfg["filters"] = map[string]any{"access_control": map[string]any{"allow": []any{
+		map[string]any{"group": "dev", "tools": []string{"everything__echo"}},
+		map[string]any{"group": "ops", "tools": []string{"everything__get-sum"}},
+		map[string]any{"principal": "ci-bot", "tools": []string{"everything__echo"}},
+	}}}
 	if err := os.WriteFile(cfgPath, mustJSON(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -286,6 +293,17 @@ func TestAuthOIDCAndAPIKeys(t *testing.T) {
 	// key's principal alice's, nor alice the key's.
 	bobCS := connectAs(t, g.URL, clientCredentials(t, issuer, "bob", "bob-secret", "mcp"))
 	wantRefused(t, "bob with alice's discovery token", echo(bobCS, aliceTok, "stolen"), "another principal")
+
+	// Each team finds only its own tools.
+	if got := found(t, call(t, bobCS, "search_tools", map[string]any{"query": "echo a message back"})); slices.Contains(got, "everything__echo") || !slices.Contains(found(t, call(t, bobCS, "search_tools", map[string]any{"query": "add two numbers sum"})), "everything__get-sum") {
+		t.Fatalf("bob (ops) finds %v for echo; want get-sum only", got)
+	}
+	if got := found(t, call(t, aliceCS, "search_tools", map[string]any{"query": "add two numbers sum"})); slices.Contains(got, "everything__get-sum") {
+		t.Fatalf("alice (dev) finds %v; want no get-sum", got)
+	}
+	bobSum := call(t, bobCS, "search_tools", map[string]any{"query": "add two numbers sum", "top_k": 1})
+	sumTok := discoveryToken(t, bobSum)
+	wantOK(t, "bob calls get-sum", call(t, bobCS, "call_tool", map[string]any{"tool_name": "everything__get-sum", "arguments": map[string]any{"a": 2, "b": 3}, "discovery_token": sumTok}), "5")
 	wantRefused(t, "ci-bot with alice's discovery token", echo(keyCS, aliceTok, "stolen"), "another principal")
 	wantRefused(t, "alice with ci-bot's discovery token", echo(aliceCS, keyTok, "stolen"), "another principal")
 
@@ -338,7 +356,7 @@ func TestAuthOIDCAndAPIKeys(t *testing.T) {
 		return recs
 	}
 	aliceID, bobID := issuer+"|alice", issuer+"|bob"
-	for who, want := range map[string][]string{aliceID: {"allow", "block"}, bobID: {"block"}, "ci-bot": {"allow", "block"}} {
+	for who, want := range map[string][]string{aliceID: {"allow", "block"}, bobID: {"allow", "block"}, "ci-bot": {"allow", "block"}} {
 		recs := callsOf(who)
 		actions := map[string]bool{}
 		for _, r := range recs {
