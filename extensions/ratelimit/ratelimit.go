@@ -78,7 +78,7 @@ type Limiter struct {
 	emit func(context.Context, extension.Event)
 	now  func() time.Time
 
-	mu      sync.Mutex
+	mu sync.Mutex
 	// Both maps are keyed by server, or server and principal.
 	buckets map[string]*rate.Limiter
 	recent  map[string][]time.Time // calls inside the burst window
