@@ -142,6 +142,7 @@ Serve it with "toolgate serve --config FILE" (stdio), or add
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newServeCmd(exts),
+		newLLMProxyCmd(exts),
 		newToolsCmd(exts),
 		newSearchCmd(exts),
 		newIndexCmd(exts),

@@ -65,6 +65,24 @@ func runServe(ctx context.Context, c *common, listen string, insecure bool, stde
 		return err
 	}
 	defer g.Close()
+	// The LLM proxy beside MCP shares the gateway, so its calls and the
+	// MCP calls meet in the same filter state (cross_server, rate_limits).
+	if p := g.LLMProxyConfig(); p != nil && p.Listen != "" {
+		lln, err := bindListener(p.Listen, insecure)
+		if err != nil {
+			return err
+		}
+		defer lln.Close()
+		h, err := llmProxyHandler(g, log, p.Listen)
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := serveLLMProxy(ctx, lln, h, log); err != nil && ctx.Err() == nil {
+				log.Error("LLM proxy stopped", "error", err)
+			}
+		}()
+	}
 	if ln == nil {
 		log.Info("serving MCP over stdio")
 		err := g.ServeStdio(ctx)
@@ -117,7 +135,7 @@ func bindListener(listen string, allowed bool) (net.Listener, error) {
 	}
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !allowed {
 		ln.Close()
-		return nil, usageError{fmt.Errorf("--listen %s is not a loopback address: the config has no \"auth\", so anyone "+
+		return nil, usageError{fmt.Errorf("--listen %s is not a loopback address and its callers would not be authenticated, so anyone "+
 			"who can reach that address could search and call every tool. Configure \"auth\" (OIDC or API keys), listen on loopback "+
 			"(--listen 127.0.0.1:PORT or a port alone), or add --insecure-no-auth to serve unauthenticated on the network anyway", listen)}
 	}

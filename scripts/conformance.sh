@@ -58,11 +58,15 @@ if [ -z "${DIRECT:-}" ]; then
   "$CACHE/bin/toolgate" serve --config examples/conformance/config.json --state-dir "$state" --listen "$LISTEN" >"$CACHE/toolgate.log" 2>&1 &
   pids+=($!)
   wait_port "$LISTEN"
+  # serve answers at once and indexes its upstream in the background; the
+  # suite lists tools first thing, so wait until the upstream is indexed.
+  for _ in $(seq 1 300); do grep -q 'msg="gateway ready"' "$CACHE/toolgate.log" && break; sleep 0.1; done
+  grep -q 'msg="gateway ready"' "$CACHE/toolgate.log" || { echo "conformance: toolgate never logged \"gateway ready\"" >&2; cat "$CACHE/toolgate.log" >&2; exit 1; }
   url="http://$LISTEN/mcp"
 fi
 
 echo "conformance server --url $url" >&2
-out=$(mktemp)
+out=$CACHE/conformance.out
 set +e
 (cd "$CACHE" && node node_modules/.bin/conformance server --url "$url") >"$out" 2>&1
 rc=$?
@@ -76,4 +80,8 @@ if [ -z "$total" ]; then
 fi
 # The plain closing line CI reads.
 echo "${total#Total: }"
-[[ $rc -eq 0 && $total =~ ,\ 0\ failed ]] || { echo "conformance: failures; toolgate log: $CACHE/toolgate.log" >&2; exit 1; }
+[[ $rc -eq 0 && $total =~ ,\ 0\ failed ]] || {
+  grep -B2 -A12 -E 'FAILURE|✗' "$out" | head -80 >&2
+  echo "conformance: failures (suite output: $out); toolgate log: $CACHE/toolgate.log" >&2
+  exit 1
+}

@@ -65,6 +65,9 @@ type Config struct {
 	// Auth authenticates the HTTP frontend's callers; nil when the file
 	// has no "auth" (see auth.go).
 	Auth *Auth
+	// LLMProxy configures the LLM-API proxy; nil when the file has no
+	// llm_proxy object.
+	LLMProxy *LLMProxy
 }
 
 // Audit is the "audit" object.
@@ -253,6 +256,8 @@ type fileFormat struct {
 	HTTP   json.RawMessage `json:"http,omitempty"`
 	Auth   json.RawMessage `json:"auth,omitempty"`
 	Limits *Limits         `json:"limits,omitempty"`
+	// LLMProxy is decoded on its own, like Search and Audit.
+	LLMProxy json.RawMessage `json:"llm_proxy,omitempty"`
 	Exposure
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
@@ -433,6 +438,13 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		if cfg.Audit.MaxSizeMB < 0 || cfg.Audit.MaxFiles < 0 {
 			return nil, &Error{File: file, Msg: fmt.Sprintf("audit: max_size_mb (%d) and max_files (%d) must be positive (0: the default)", cfg.Audit.MaxSizeMB, cfg.Audit.MaxFiles)}
 		}
+	}
+	if len(ff.LLMProxy) > 0 && string(bytes.TrimSpace(ff.LLMProxy)) != "null" {
+		lp, err := parseLLMProxy(ff.LLMProxy)
+		if err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
+		}
+		cfg.LLMProxy = lp
 	}
 	if len(ff.HTTP) > 0 {
 		if err := strictDecode(ff.HTTP, &cfg.HTTP); err != nil {

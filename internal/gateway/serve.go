@@ -135,6 +135,18 @@ func (g *Gateway) httpHandler(t httpTimeouts, listen string) http.Handler {
 // AuthEnabled reports whether the HTTP frontend authenticates callers.
 func (g *Gateway) AuthEnabled() bool { return g.authn != nil }
 
+// HostGuard refuses, as the MCP listener does, a request whose Host is
+// neither an address nor a name that http.allowed_hosts or the listen
+// address allows (DNS rebinding); for the other listeners a gateway serves
+// (the LLM proxy).
+func (g *Gateway) HostGuard(listen string, h http.Handler) http.Handler {
+	allowed := g.cfg.HTTP.AllowedHosts
+	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" {
+		allowed = append(slices.Clip(allowed), host)
+	}
+	return newHostGuard(allowed).handler(h)
+}
+
 // bodyDeadline gives a request with a body d to send it: a client that
 // trickles its body (slowloris) is cut off. The deadline is lifted once
 // the body has been read, so the connection's read deadline does not
