@@ -64,6 +64,7 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
 	cd examples/audit-extension && $(GO) vet . && $(GO) mod tidy -diff
+	cd test/servers/oidc && $(GO) vet . && $(GO) mod tidy -diff
 
 # Not yet part of lint: the codebase has findings outside cli/ (see the
 # issue 13 notes). go install honnef.co/go/tools/cmd/staticcheck@latest

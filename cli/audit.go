@@ -82,11 +82,15 @@ func runAuditVerify(c *common, stdout io.Writer) error {
 // eventFilter selects events for the events, calls and detections commands.
 type eventFilter struct {
 	session, typ, action, severity string
+	principal                      string
 	since                          time.Duration
 }
 
 func (f eventFilter) match(e *audit.Event, now time.Time) bool {
 	if f.session != "" && e.Session != f.session {
+		return false
+	}
+	if f.principal != "" && e.Principal != f.principal {
 		return false
 	}
 	if f.typ != "" && e.Type != f.typ {
@@ -150,6 +154,7 @@ func newEventsCmd(name, kind string) *cobra.Command {
 	c.registerState(cmd, "config file (for audit.path)")
 	fl := cmd.Flags()
 	fl.StringVar(&f.session, "session", "", "only this session (its full id or a unique prefix)")
+	fl.StringVar(&f.principal, "principal", "", "only this caller (an API key's principal, or ISSUER|SUBJECT for a token)")
 	if kind == "" {
 		fl.StringVar(&f.typ, "type", "", "only this event type (e.g. tool_call_intercepted; network for mcp_network_connection)")
 	}
@@ -189,7 +194,11 @@ func runEvents(c *common, f eventFilter, asJSON bool, stdout io.Writer) error {
 		if e.Type == audit.NetworkConnection {
 			who = fmt.Sprintf("%s → %v:%v", e.Server, e.Fields["host"], e.Fields["port"])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format(time.DateTime), e.Type, orDash(who), orDash(e.Action), orDash(e.Reason), orDash(e.Session))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", e.Time.Local().Format(time.DateTime), e.Type, orDash(who), orDash(e.Action), orDash(e.Reason), orDash(e.Session))
+		if e.Principal != "" {
+			fmt.Fprintf(tw, "\t%s", e.Principal)
+		}
+		fmt.Fprintln(tw)
 		return nil
 	})
 	if err != nil {

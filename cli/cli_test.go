@@ -527,3 +527,28 @@ func TestFlagsWithoutCommandMeanServe(t *testing.T) {
 		t.Fatalf("unknown flag: %v", r)
 	}
 }
+
+// With "auth" in the config a non-loopback --listen is allowed: the
+// decision runServe passes to bindListener.
+func TestServeNonLoopbackAllowedWithAuth(t *testing.T) {
+	dir := t.TempDir()
+	withAuth := filepath.Join(dir, "auth.json")
+	hash := strings.Repeat("ab", 32)
+	if err := os.WriteFile(withAuth, []byte(`{"mcpServers":{},"auth":{"api_keys":[{"principal":"a","sha256":"`+hash+`"}]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	without := filepath.Join(dir, "plain.json")
+	if err := os.WriteFile(without, []byte(`{"mcpServers":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := configHasAuth(&common{config: withAuth}); err != nil || !on {
+		t.Fatalf("config with auth: %v %v", on, err)
+	}
+	if on, err := configHasAuth(&common{config: without}); err != nil || on {
+		t.Fatalf("config without auth: %v %v", on, err)
+	}
+	r := runCLI(t, "", "serve", "--config", without, "--state-dir", t.TempDir(), "--listen", "0.0.0.0:0")
+	if r.code != 2 || !strings.Contains(r.stderr, `configure \"auth\"`) && !strings.Contains(r.stderr, `Configure "auth"`) {
+		t.Fatalf("refusal does not point at auth: %v", r)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -28,9 +29,10 @@ func newServeCmd(exts []extension.Extension) *cobra.Command {
 		Long: `Serve MCP to one client over stdio, or with --listen to many over streamable
 HTTP at http://ADDR/mcp (with /status and /metrics beside it).
 
---listen takes host:port or a port alone (8790 means 127.0.0.1:8790). The
-gateway has no client authentication yet, so it refuses an address other
-than loopback unless --insecure-no-auth is given.`,
+--listen takes host:port or a port alone (8790 means 127.0.0.1:8790). An
+address other than loopback needs the config's "auth" (OIDC access tokens
+or API keys), or --insecure-no-auth to serve every tool to whoever can
+reach the address.`,
 		Example: `  toolgate serve --config config.json
   toolgate serve --config config.json --listen 8787`,
 		Args: noArgs,
@@ -49,8 +51,11 @@ func runServe(ctx context.Context, c *common, listen string, insecure bool, stde
 	// the first and only thing the user sees.
 	var ln net.Listener
 	if listen != "" {
-		var err error
-		if ln, err = bindListener(listen, insecure); err != nil {
+		authOn, err := configHasAuth(c)
+		if err != nil {
+			return err
+		}
+		if ln, err = bindListener(listen, insecure || authOn); err != nil {
 			return err
 		}
 		defer ln.Close()
@@ -102,10 +107,24 @@ func listenAddress(s string) (string, error) {
 	return s, nil
 }
 
+// configHasAuth reports whether the config authenticates HTTP callers.
+func configHasAuth(c *common) (bool, error) {
+	path, err := config.Find(c.config)
+	if err != nil {
+		return false, err
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return false, err
+	}
+	return cfg.Auth.Enabled(), nil
+}
+
 // bindListener binds --listen and refuses a non-loopback address unless
-// insecure is set. It checks the bound address, so a host name that
-// resolves to a public interface is caught as well.
-func bindListener(listen string, insecure bool) (net.Listener, error) {
+// allowed (auth is configured, or --insecure-no-auth). It checks the
+// bound address, so a host name that resolves to a public interface is
+// caught as well.
+func bindListener(listen string, allowed bool) (net.Listener, error) {
 	addr, err := listenAddress(listen)
 	if err != nil {
 		return nil, err
@@ -114,18 +133,18 @@ func bindListener(listen string, insecure bool) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--listen: %v", err)
 	}
-	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !insecure {
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !allowed {
 		ln.Close()
-		return nil, usageError{fmt.Errorf("--listen %s is not a loopback address: toolgate has no client authentication yet, so anyone "+
-			"who can reach that address could search and call every tool. Listen on loopback (--listen 127.0.0.1:PORT or a port alone), "+
-			"or add --insecure-no-auth to serve unauthenticated on the network anyway", listen)}
+		return nil, usageError{fmt.Errorf("--listen %s is not a loopback address and its callers would not be authenticated, so anyone "+
+			"who can reach that address could search and call every tool. Configure \"auth\" (OIDC or API keys), listen on loopback "+
+			"(--listen 127.0.0.1:PORT or a port alone), or add --insecure-no-auth to serve unauthenticated on the network anyway", listen)}
 	}
 	return ln, nil
 }
 
 // serveHTTP serves h on the bound listener until ctx ends.
 func serveHTTP(ctx context.Context, ln net.Listener, g *gateway.Gateway, listen string, log *slog.Logger) error {
-	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !g.AuthEnabled() {
 		log.Warn("serving without authentication on a non-loopback address (--insecure-no-auth)", "addr", ln.Addr().String())
 	}
 	srv := g.HTTPServer(listen)

@@ -164,7 +164,7 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestAllowList(t *testing.T) {
-	a, err := FromConfig(Config{Allow: []string{"fs__read_file", "Mem__Read_Graph"}})
+	a, err := FromConfig(Config{Allow: []AllowEntry{{Tool: "fs__read_file"}, {Tool: "Mem__Read_Graph"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestAllowList(t *testing.T) {
 	if d, _ := extension.AsDenial(a.Check("fs", "fs__write_file")); d == nil || d.Rule != "access_control.allow" {
 		t.Fatalf("rule: %v", d)
 	}
-	if _, err := FromConfig(Config{Allow: []string{"read_file"}}); err == nil {
+	if _, err := FromConfig(Config{Allow: []AllowEntry{{Tool: "read_file"}}}); err == nil {
 		t.Fatal("unqualified name accepted")
 	}
 }
@@ -202,5 +202,83 @@ func TestListFilterWithholds(t *testing.T) {
 	a.ListFilter()(context.Background(), req, tools)
 	if len(got) != 2 || got[0][1] != "access_control.allow_servers" || strings.Contains(got[0][2], "github") {
 		t.Fatalf("server outside allow_servers: withheld %q", got)
+	}
+}
+
+// Two teams behind one gateway: each group finds and calls its own tools,
+// a plain name in allow is for everyone, a caller without a principal
+// (stdio) gets only the plain names, and deny still wins over a grant.
+func TestAllowGrantsByGroupAndPrincipal(t *testing.T) {
+	a := newAC(t, `{"allow": ["mem__read_graph",
+		{"group": "dev", "tools": ["github__*"]},
+		{"group": "ops", "tools": ["fs__*"]},
+		{"principal": "carol", "tools": ["fs__read_file"]}],
+		"deny": ["github__delete_repo"]}`)
+	dev := &extension.Principal{Subject: "alice", Issuer: "https://id", Groups: []string{"dev"}}
+	ops := &extension.Principal{Subject: "bob", Issuer: "https://id", Groups: []string{"ops"}}
+	carol := &extension.Principal{Subject: "carol", Issuer: extension.APIKeyIssuer}
+	tools := []string{"github__list_repos", "github__delete_repo", "fs__read_file", "fs__write_file", "mem__read_graph"}
+	for _, tc := range []struct {
+		who  *extension.Principal
+		want []string
+	}{
+		{dev, []string{"github__list_repos", "mem__read_graph"}},
+		{ops, []string{"fs__read_file", "fs__write_file", "mem__read_graph"}},
+		{carol, []string{"fs__read_file", "mem__read_graph"}},
+		{nil, []string{"mem__read_graph"}},
+	} {
+		ctx := context.Background()
+		if tc.who != nil {
+			ctx = extension.WithPrincipal(ctx, tc.who)
+		}
+		var results []extension.SearchResult
+		for _, n := range tools {
+			server, tool, _ := strings.Cut(n, "__")
+			results = append(results, extension.SearchResult{Name: n, Server: server, Tool: tool})
+		}
+		shown, err := a.SearchFilter()(ctx, &extension.SearchRequest{}, results)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range shown {
+			got = append(got, r.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s finds %v; want %v", tc.who.ID(), got, tc.want)
+		}
+		for _, n := range tools {
+			server, tool, _ := strings.Cut(n, "__")
+			err := a.CallFilter()(ctx, &extension.CallRequest{ToolName: n, ServerName: server, Tool: tool})
+			if allowed := err == nil; allowed != slices.Contains(tc.want, n) {
+				t.Errorf("%s calling %s: %v", tc.who.ID(), n, err)
+			}
+		}
+	}
+	// A listing has no caller: only what nobody may call is withheld.
+	var withheld []string
+	req := &extension.ListRequest{ServerName: "github", Withheld: func(tool, rule, reason string) { withheld = append(withheld, tool) }}
+	a.ListFilter()(context.Background(), req, []*mcp.Tool{{Name: "list_repos"}, {Name: "delete_repo"}})
+	if strings.Join(withheld, ",") != "delete_repo" {
+		t.Fatalf("withheld %v; want [delete_repo]", withheld)
+	}
+	req.ServerName = "other"
+	withheld = nil
+	a.ListFilter()(context.Background(), req, []*mcp.Tool{{Name: "x"}})
+	if len(withheld) != 1 {
+		t.Fatalf("a tool no grant covers is not withheld: %v", withheld)
+	}
+
+	for _, bad := range []struct{ json, want string }{
+		{`{"allow": [{"group": "dev"}]}`, `allow[0]: grant without "tools"`},
+		{`{"allow": [{"group": "dev", "principal": "x", "tools": ["a__*"]}]}`, `names one "principal" or one "group"`},
+		{`{"allow": [{"tools": ["a__*"]}]}`, `allow[0]`},
+		{`{"allow": [{"group": "dev", "tool": ["a__*"]}]}`, `unknown`},
+		{`{"allow": [{"group": "dev", "tools": [""]}]}`, `allow[0].tools[0]: empty pattern`},
+		{`{"allow": [42]}`, `want a qualified tool name or`},
+	} {
+		if _, err := New(json.RawMessage(bad.json)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: error %v; want %q", bad.json, err, bad.want)
+		}
 	}
 }

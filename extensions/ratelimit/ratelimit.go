@@ -1,7 +1,9 @@
 // Package ratelimit is the rate_limits extension: per-server call rates
 // (a token bucket: calls per minute with a burst) and a burst detector
 // (no more than max_calls within a sliding window). A call over either
-// limit is refused with a retry-after the LLM can act on.
+// limit is refused with a retry-after the LLM can act on. Limits apply
+// per principal when the HTTP frontend authenticates callers, so one
+// caller cannot use up another's budget; unauthenticated calls share one.
 package ratelimit
 
 import (
@@ -76,9 +78,38 @@ type Limiter struct {
 	emit func(context.Context, extension.Event)
 	now  func() time.Time
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// Both maps are keyed by server, or server and principal.
 	buckets map[string]*rate.Limiter
-	recent  map[string][]time.Time // per server, calls inside the burst window
+	recent  map[string][]time.Time // calls inside the burst window
+}
+
+// maxKeys is the number of (server, principal) entries above which idle
+// ones (a full bucket, no call in the burst window) are dropped, so that
+// many callers over time do not grow the maps without bound.
+const maxKeys = 10000
+
+// key is the server, or the server and the caller.
+func key(c *extension.CallRequest) string {
+	if c.Principal == "" {
+		return c.ServerName
+	}
+	return c.ServerName + "\x00" + c.Principal
+}
+
+// prune drops idle entries; l.mu is held.
+func (l *Limiter) prune(now time.Time) {
+	win := time.Duration(l.cfg.Burst.Window)
+	for k, b := range l.buckets {
+		if b != nil && b.TokensAt(now) < float64(b.Burst()) {
+			continue
+		}
+		if rec := l.recent[k]; len(rec) > 0 && now.Sub(rec[len(rec)-1]) < win {
+			continue
+		}
+		delete(l.buckets, k)
+		delete(l.recent, k)
+	}
 }
 
 // New decodes the config strictly.
@@ -125,11 +156,15 @@ func (l *Limiter) burstEnabled() bool { return l.cfg.Burst.Enabled == nil || *l.
 // decided under one lock, so concurrent calls cannot slip past together.
 func (l *Limiter) check(ctx context.Context, c *extension.CallRequest) error {
 	now := l.now()
+	k := key(c)
 	l.mu.Lock()
+	if len(l.buckets) > maxKeys || len(l.recent) > maxKeys {
+		l.prune(now)
+	}
 	var rec []time.Time
 	if l.burstEnabled() {
 		win := time.Duration(l.cfg.Burst.Window)
-		rec = l.recent[c.ServerName]
+		rec = l.recent[k]
 		i := 0
 		for i < len(rec) && now.Sub(rec[i]) >= win {
 			i++
@@ -137,12 +172,12 @@ func (l *Limiter) check(ctx context.Context, c *extension.CallRequest) error {
 		rec = rec[i:]
 		if len(rec) >= l.cfg.Burst.MaxCalls {
 			retry := win - now.Sub(rec[0])
-			l.recent[c.ServerName] = rec
+			l.recent[k] = rec
 			l.mu.Unlock()
 			return l.deny(ctx, c, "rate_limits.burst", fmt.Sprintf("server %q had %d calls in the last %s (burst limit)", c.ServerName, len(rec), win), retry)
 		}
 	}
-	b := l.bucket(c.ServerName)
+	b := l.bucket(k, c.ServerName)
 	if b != nil {
 		r := b.ReserveN(now, 1)
 		if d := r.DelayFrom(now); !r.OK() || d > 0 {
@@ -152,15 +187,16 @@ func (l *Limiter) check(ctx context.Context, c *extension.CallRequest) error {
 		}
 	}
 	if l.burstEnabled() {
-		l.recent[c.ServerName] = append(rec, now)
+		l.recent[k] = append(rec, now)
 	}
 	l.mu.Unlock()
 	return nil
 }
 
-// bucket returns the server's token bucket, or nil when it has no rate.
-func (l *Limiter) bucket(server string) *rate.Limiter {
-	if b, ok := l.buckets[server]; ok {
+// bucket returns the token bucket of key k (of server), or nil when the
+// server has no rate.
+func (l *Limiter) bucket(k, server string) *rate.Limiter {
+	if b, ok := l.buckets[k]; ok {
 		return b
 	}
 	rpm, burst := l.cfg.DefaultRPM, l.cfg.DefaultBurst
@@ -174,7 +210,7 @@ func (l *Limiter) bucket(server string) *rate.Limiter {
 		}
 		b = rate.NewLimiter(rate.Limit(rpm/60), burst)
 	}
-	l.buckets[server] = b
+	l.buckets[k] = b
 	return b
 }
 

@@ -101,3 +101,33 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }
+
+// Each principal has its own budget: one caller using up a server's rate
+// or burst does not refuse another's calls; idle entries are dropped when
+// many callers have come and gone.
+func TestLimitsPerPrincipal(t *testing.T) {
+	l, now := newLimiter(t, `{"default_rpm": 6, "default_burst": 1, "burst": {"max_calls": 2, "window": "5s"}}`)
+	as := func(who string) error {
+		return l.check(context.Background(), &extension.CallRequest{ServerName: "s", Tool: "t", Principal: who})
+	}
+	if err := as("alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := as("alice"); err == nil {
+		t.Fatal("alice's second call within the rate was admitted")
+	}
+	if err := as("bob"); err != nil {
+		t.Fatalf("bob refused because of alice's calls: %v", err)
+	}
+	if err := as(""); err != nil {
+		t.Fatalf("an unauthenticated call refused because of alice's: %v", err)
+	}
+	for i := range maxKeys + 10 {
+		_ = as(string(rune('a'+i%26)) + strings.Repeat("x", i/26))
+	}
+	*now = now.Add(time.Hour)
+	_ = as("late")
+	if n := len(l.buckets); n > maxKeys/2 {
+		t.Fatalf("%d buckets kept after every caller went idle", n)
+	}
+}

@@ -172,12 +172,41 @@ func Input(req *extension.CallRequest) (ast.Value, error) {
 	return in, nil
 }
 
+// addCaller adds what the HTTP frontend's auth established about the
+// caller: "groups", "scopes" and, for a token, its verified "claims".
+func addCaller(input ast.Value, p *extension.Principal) error {
+	obj, ok := input.(ast.Object)
+	if !ok || p == nil {
+		return nil
+	}
+	strs := func(ss []string) *ast.Term {
+		terms := make([]*ast.Term, len(ss))
+		for i, s := range ss {
+			terms[i] = ast.StringTerm(s)
+		}
+		return ast.ArrayTerm(terms...)
+	}
+	obj.Insert(ast.InternedTerm("groups"), strs(p.Groups))
+	obj.Insert(ast.InternedTerm("scopes"), strs(p.Scopes))
+	if p.Claims != nil {
+		v, err := ast.InterfaceToValue(p.Claims)
+		if err != nil {
+			return fmt.Errorf("claims: %w", err)
+		}
+		obj.Insert(ast.InternedTerm("claims"), ast.NewTerm(v))
+	}
+	return nil
+}
+
 // Decide evaluates the policy for one call: nil to allow, a Denial when
 // the policy says no or leaves allow undefined, any other error when the
 // policy could not be evaluated (the pipeline then refuses the call).
 func (p *Policy) Decide(ctx context.Context, req *extension.CallRequest) error {
 	input, err := Input(req)
 	if err != nil {
+		return err
+	}
+	if err := addCaller(input, extension.PrincipalFrom(ctx)); err != nil {
 		return err
 	}
 	rs, err := p.allow.Eval(ctx, rego.EvalParsedInput(input))

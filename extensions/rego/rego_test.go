@@ -331,3 +331,40 @@ func BenchmarkRegoCall(b *testing.B) {
 		})
 	}
 }
+
+// A policy decides by the caller's groups and claims, as the HTTP
+// frontend's auth established them.
+func TestPolicyByGroupAndClaim(t *testing.T) {
+	dir := writePolicy(t, `package team
+default allow := false
+allow if { "dev" in input.groups; input.claims.tenant == "acme" }
+allow if input.principal == "ci-bot"
+`)
+	p := load(t, dir, "p.rego")
+	req := func() *extension.CallRequest {
+		return &extension.CallRequest{ToolName: "gh__list", ServerName: "gh", Tool: "list"}
+	}
+	decide := func(pr *extension.Principal) error {
+		ctx := context.Background()
+		r := req()
+		if pr != nil {
+			ctx = extension.WithPrincipal(ctx, pr)
+			r.Principal = pr.ID()
+		}
+		return p.CallFilter()(ctx, r)
+	}
+	dev := &extension.Principal{Subject: "alice", Issuer: "https://id", Groups: []string{"dev"}, Claims: map[string]any{"tenant": "acme"}}
+	if err := decide(dev); err != nil {
+		t.Fatalf("dev of acme: %v", err)
+	}
+	other := &extension.Principal{Subject: "eve", Issuer: "https://id", Groups: []string{"dev"}, Claims: map[string]any{"tenant": "evil"}}
+	if err := decide(other); err == nil {
+		t.Fatal("dev of another tenant allowed")
+	}
+	if err := decide(&extension.Principal{Subject: "ci-bot", Issuer: extension.APIKeyIssuer}); err != nil {
+		t.Fatalf("ci-bot: %v", err)
+	}
+	if err := decide(nil); err == nil {
+		t.Fatal("no principal allowed")
+	}
+}

@@ -55,17 +55,20 @@ const (
 // rule, severity, detections...). Argument values never go in an event
 // unless the operator asked for them; ArgsHash identifies them instead.
 type Event struct {
-	Seq     uint64         `json:"seq"`
-	Time    time.Time      `json:"time"`
-	Type    string         `json:"type"`
-	Session string         `json:"session,omitempty"`
-	Server  string         `json:"server,omitempty"`
-	Tool    string         `json:"tool,omitempty"`
-	Action  string         `json:"action,omitempty"`
-	Reason  string         `json:"reason,omitempty"`
-	Fields  map[string]any `json:"fields,omitempty"`
-	Prev    string         `json:"prev"`
-	Hash    string         `json:"hash"`
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Session string    `json:"session,omitempty"`
+	// Principal is who made the request (see extension.Principal.ID):
+	// empty over stdio or without auth.
+	Principal string         `json:"principal,omitempty"`
+	Server    string         `json:"server,omitempty"`
+	Tool      string         `json:"tool,omitempty"`
+	Action    string         `json:"action,omitempty"`
+	Reason    string         `json:"reason,omitempty"`
+	Fields    map[string]any `json:"fields,omitempty"`
+	Prev      string         `json:"prev"`
+	Hash      string         `json:"hash"`
 }
 
 // genesis is the Prev of the first record.

@@ -62,6 +62,9 @@ type Config struct {
 	ServersKey string
 	// HTTP configures the streamable HTTP frontend; see http.go.
 	HTTP HTTP
+	// Auth authenticates the HTTP frontend's callers; nil when the file
+	// has no "auth" (see auth.go).
+	Auth *Auth
 	// LLMProxy configures the LLM-API proxy; nil when the file has no
 	// llm_proxy object.
 	LLMProxy *LLMProxy
@@ -257,6 +260,7 @@ type fileFormat struct {
 	Search json.RawMessage `json:"search,omitempty"`
 	Audit  json.RawMessage `json:"audit,omitempty"`
 	HTTP   json.RawMessage `json:"http,omitempty"`
+	Auth   json.RawMessage `json:"auth,omitempty"`
 	Limits *Limits         `json:"limits,omitempty"`
 	// LLMProxy is decoded on its own, like Search and Audit.
 	LLMProxy json.RawMessage `json:"llm_proxy,omitempty"`
@@ -453,6 +457,15 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 			return nil, &Error{File: file, Msg: fmt.Sprintf("http: %v", err)}
 		}
 		if err := cfg.HTTP.validate(); err != nil {
+			return nil, &Error{File: file, Msg: err.Error()}
+		}
+	}
+	if len(ff.Auth) > 0 {
+		cfg.Auth = &Auth{}
+		if err := strictDecode(ff.Auth, cfg.Auth); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("auth: %v", err)}
+		}
+		if err := cfg.Auth.validate(cfg.Dir); err != nil {
 			return nil, &Error{File: file, Msg: err.Error()}
 		}
 	}

@@ -64,8 +64,11 @@ func (g *Gateway) record(ctx context.Context, e extension.Event) error {
 		return nil
 	}
 	// Names come from upstreams too: none is written unmasked.
+	// The principal travels in ctx from the MCP handler (see
+	// withPrincipal), so every event of a request carries it, whichever
+	// filter emits it.
 	return g.audit.Append(audit.Event{
-		Type: e.Type, Session: e.Session, Server: g.redact.String(e.Server), Tool: g.redact.String(e.Tool),
+		Type: e.Type, Session: e.Session, Principal: extension.PrincipalFrom(ctx).ID(), Server: g.redact.String(e.Server), Tool: g.redact.String(e.Tool),
 		Action: e.Action, Reason: e.Reason, Fields: e.Fields,
 	})
 }

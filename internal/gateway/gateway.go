@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/catcache"
 	"github.com/toolgate/toolgate/internal/config"
@@ -98,6 +99,9 @@ type Gateway struct {
 
 	limits   config.Limits // resolved
 	recorded recordedHashes
+
+	// authn authenticates HTTP callers; nil when the config has no "auth".
+	authn *auth.Authenticator
 }
 
 // listState serialises the listing of one server, remembers which start
@@ -140,6 +144,11 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 
+	if opts.Config.Auth.Enabled() {
+		if g.authn, err = auth.New(opts.Config.Auth, auth.Options{Logger: log.With("component", "auth")}); err != nil {
+			return nil, err
+		}
+	}
 	if err := g.openAudit(); err != nil {
 		return nil, err
 	}

@@ -232,7 +232,7 @@ func (p *passthrough) listed(ctx context.Context, key string) (map[string]*catal
 			Description: t.Def.Description, InputSchema: t.Def.InputSchema, Score: 1, Def: t.Def,
 		})
 	}
-	results, err := p.g.pipe.Search(ctx, &extension.SearchRequest{TopK: len(results), Session: key}, results)
+	results, err := p.g.pipe.Search(ctx, &extension.SearchRequest{TopK: len(results), Session: key, Principal: extension.PrincipalFrom(ctx).ID()}, results)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -253,7 +253,7 @@ func (p *passthrough) shows(ctx context.Context, key, name, qualified string) (b
 	if !ok || p.exposeTool(t) != name || (p.hybrid && !p.pinned[qualified]) || (p.bare != "" && t.Server != p.bare) {
 		return false, nil
 	}
-	results, err := p.g.pipe.Search(ctx, &extension.SearchRequest{TopK: 1, Session: key}, []extension.SearchResult{{
+	results, err := p.g.pipe.Search(ctx, &extension.SearchRequest{TopK: 1, Session: key, Principal: extension.PrincipalFrom(ctx).ID()}, []extension.SearchResult{{
 		Name: t.Qualified, Server: t.Server, Tool: t.Name,
 		Description: t.Def.Description, InputSchema: t.Def.InputSchema, Score: 1, Def: t.Def,
 	}})
@@ -277,6 +277,7 @@ func (p *passthrough) listTools(ctx context.Context, sc scope, req *mcp.ListTool
 		own = &mcp.ListToolsResult{}
 	}
 	_, key := p.session(sc, req)
+	ctx = withPrincipal(ctx, req)
 	tools, results, err := p.listed(ctx, key)
 	if err != nil {
 		return nil, filterRPCError(err)
@@ -318,7 +319,8 @@ func (p *passthrough) callTool(ctx context.Context, sc scope, req *mcp.CallToolR
 	if p.hybrid {
 		server, tool, ok = catalog.Split(name)
 	}
-	creq := &extension.CallRequest{ToolName: catalog.Qualify(server, tool), ServerName: server, Tool: tool, Session: key}
+	ctx = withPrincipal(ctx, req)
+	creq := &extension.CallRequest{ToolName: catalog.Qualify(server, tool), ServerName: server, Tool: tool, Session: key, Principal: principalID(req)}
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/auth"
 )
 
 // statelessVersion is the first protocol revision without sessions.
@@ -75,6 +77,10 @@ func (g *Gateway) httpServer(t httpTimeouts, listen string) *http.Server {
 // Origin names a host the gateway does not serve is refused (DNS
 // rebinding, see hostGuard), as are cross-origin browser requests to /mcp.
 // GET /status reports the gateway's upstreams as JSON (see Status).
+// With "auth" configured every path needs a bearer token (see
+// internal/auth), /status and /metrics one with the "metrics" scope or
+// group, and the protected resource metadata (RFC 9728) is served at
+// /.well-known/oauth-protected-resource.
 func (g *Gateway) HTTPHandler() http.Handler {
 	return g.httpHandler(defaultHTTPTimeouts, "")
 }
@@ -101,16 +107,33 @@ func (g *Gateway) httpHandler(t httpTimeouts, listen string) http.Handler {
 			h.ServeHTTP(w, r)
 		})
 	}
+	mcpHandler, status, metrics := http.Handler(route), http.Handler(http.HandlerFunc(g.statusHandler)), g.metrics.handler()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(route))
-	mux.Handle("/status", small(http.HandlerFunc(g.statusHandler)))
-	mux.Handle("/metrics", small(g.metrics.handler()))
+	if a := g.authn; a != nil {
+		// Every path but the public metadata needs a token. BindSessions
+		// lets the SDK tie each stateful session to the principal that
+		// opened it.
+		mcpHandler = a.Require(auth.Requirement{Scopes: g.cfg.Auth.RequiredScopes()}, auth.BindSessions(route))
+		ops := auth.Requirement{AnyOf: auth.MetricsScope}
+		status, metrics = a.Require(ops, status), a.Require(ops, metrics)
+		if md := a.MetadataHandler(); md != nil {
+			mux.Handle(auth.MetadataPath, md)
+			mux.Handle(auth.MetadataPath+"/", md)
+		}
+		mux.Handle("/", a.Require(auth.Requirement{}, http.NotFoundHandler()))
+	}
+	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(mcpHandler))
+	mux.Handle("/status", small(status))
+	mux.Handle("/metrics", small(metrics))
 	allowed := g.cfg.HTTP.AllowedHosts
 	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" {
 		allowed = append(slices.Clip(allowed), h)
 	}
 	return bodyDeadline(t.body, newHostGuard(allowed).handler(mux))
 }
+
+// AuthEnabled reports whether the HTTP frontend authenticates callers.
+func (g *Gateway) AuthEnabled() bool { return g.authn != nil }
 
 // HostGuard refuses, as the MCP listener does, a request whose Host is
 // neither an address nor a name that http.allowed_hosts or the listen

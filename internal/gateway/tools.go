@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/netguard"
@@ -212,6 +213,26 @@ func jsonKind(goKind string) string {
 	return goKind
 }
 
+// principalID names the authenticated caller of an MCP request over HTTP
+// (see internal/auth), or "" (stdio, or no auth configured).
+func principalID(req mcp.Request) string {
+	if ex := req.GetExtra(); ex != nil {
+		return auth.PrincipalOf(ex.TokenInfo).ID()
+	}
+	return ""
+}
+
+// withPrincipal puts the request's principal in ctx, for the events and
+// filters of the request.
+func withPrincipal(ctx context.Context, req mcp.Request) context.Context {
+	if ex := req.GetExtra(); ex != nil {
+		if p := auth.PrincipalOf(ex.TokenInfo); p != nil {
+			return extension.WithPrincipal(ctx, p)
+		}
+	}
+	return ctx
+}
+
 // sessionKey identifies the client session behind ss for the gate. HTTP
 // sessions have an id; stdio connections get a random one. The record is
 // dropped when the session ends.
@@ -276,6 +297,8 @@ func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolR
 		topK = *a.TopK
 	}
 	sreq := &extension.SearchRequest{Query: a.Query, TopK: topK}
+	ctx = withPrincipal(ctx, req)
+	sreq.Principal = principalID(req)
 	if sc == scopeConnection {
 		sreq.Session = g.sessionKey(req.Session)
 	}
@@ -396,6 +419,8 @@ func (g *Gateway) handleCall(ctx context.Context, sc scope, req *mcp.CallToolReq
 		return errorResult("call_tool: %v", err), nil
 	}
 	creq := &extension.CallRequest{ToolName: a.ToolName, Arguments: args}
+	ctx = withPrincipal(ctx, req)
+	creq.Principal = principalID(req)
 	if sc == scopeConnection {
 		creq.Session = g.sessionKey(req.Session)
 	}
@@ -587,6 +612,8 @@ func (g *Gateway) handleLoad(ctx context.Context, sc scope, req *mcp.CallToolReq
 		return errorResult("load_mcp_server: %v. Expected {\"server_name\": \"name\", \"url\": \"https://host/mcp\"}.", err), nil
 	}
 	lreq := &extension.LoadRequest{ServerName: a.ServerName, URL: a.URL}
+	ctx = withPrincipal(ctx, req)
+	lreq.Principal = principalID(req)
 	if sc == scopeConnection {
 		lreq.Session = g.sessionKey(req.Session)
 	}
