@@ -120,7 +120,9 @@ func TestEgressMonitor(t *testing.T) {
 	if out, _ := netCall(t, cs, "raw_connect", map[string]any{"host": "127.0.0.1", "port": r.rawPort}); out != "connected" {
 		t.Fatalf("raw connection in monitor mode: %q", out)
 	}
-	if r.accepted.Load() != 1 {
+	// The server saw its connect succeed; the listener's accept loop may
+	// count it a moment later.
+	if !waitFor(5*time.Second, func() bool { return r.accepted.Load() == 1 }) {
 		t.Fatalf("raw listener accepted %d connections", r.accepted.Load())
 	}
 	r.checkEvents(t, state)
