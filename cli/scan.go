@@ -79,7 +79,7 @@ func runScan(ctx context.Context, kind, cfgPath string, stdin io.Reader, stdout 
 			return fmt.Errorf("%s: %v", cfgPath, err)
 		}
 	}
-	det, err := poison.NewDetector(cfg)
+	det, err := poison.Build(cfg)
 	if err != nil {
 		if cfgPath != "" {
 			return fmt.Errorf("%s: filters.%s.detector: %v", cfgPath, key, err)

@@ -167,9 +167,13 @@ func (c *cachedEmbedder) save() {
 
 // instance is one part of a document with its feature vector.
 type instance struct {
-	x   []float32
-	doc int // index into the docs slice
+	x     []float32
+	grams []int // hashed n-gram buckets
+	doc   int   // index into the docs slice
 }
+
+// hashBits is log2 of the hashed n-gram buckets of the trained models.
+const hashBits = 14
 
 // featurize embeds every part of every document (and of every attack).
 type featurized struct {
@@ -188,7 +192,7 @@ func featurize(emb embed.Embedder, docs []doc) (*featurized, error) {
 		out := make([]instance, len(parts))
 		for j, p := range parts {
 			x := append(slices.Clone(vs[j]), poison.Features(p)...)
-			out[j] = instance{x: x, doc: i}
+			out[j] = instance{x: x, grams: poison.Ngrams(p, hashBits), doc: i}
 		}
 		return out, nil
 	}
@@ -214,13 +218,17 @@ func featurize(emb embed.Embedder, docs []doc) (*featurized, error) {
 // logistic is a trained model in float64 while training.
 type logistic struct {
 	w []float64
+	u []float64 // hashed n-gram weights
 	b float64
 }
 
-func (m *logistic) score(x []float32) float64 {
+func (m *logistic) score(in instance) float64 {
 	z := m.b
-	for i, v := range x {
+	for i, v := range in.x {
 		z += m.w[i] * float64(v)
+	}
+	for _, g := range in.grams {
+		z += m.u[g]
 	}
 	return 1 / (1 + math.Exp(-z))
 }
@@ -230,8 +238,13 @@ func (m *logistic) score(x []float32) float64 {
 // embedding dimensions and binary features alike); the standardisation is
 // folded back into the weights. Deterministic: no sampling, fixed iteration
 // count.
-func fitLogistic(raw [][]float32, ys []bool) *logistic {
+func fitLogistic(ins []instance, ys []bool) *logistic {
+	raw := make([][]float32, len(ins))
+	for i, in := range ins {
+		raw[i] = in.x
+	}
 	dim := len(raw[0])
+	nh := 1 << hashBits
 	mu, sd := make([]float64, dim), make([]float64, dim)
 	for _, x := range raw {
 		for j, v := range x {
@@ -276,16 +289,20 @@ func fitLogistic(raw [][]float32, ys []bool) *logistic {
 	if v, err := strconv.ParseFloat(os.Getenv("POISON_L2"), 64); err == nil {
 		l2 = v
 	}
-	w := make([]float64, dim)
+	// Parameters: dim dense weights, nh hashed weights, the bias.
+	w := make([]float64, dim+nh)
 	var b float64
-	mw, vw := make([]float64, dim+1), make([]float64, dim+1)
-	g := make([]float64, dim+1)
+	mw, vw := make([]float64, dim+nh+1), make([]float64, dim+nh+1)
+	g := make([]float64, dim+nh+1)
 	for t := 1; t <= epochs; t++ {
 		clear(g)
 		for i, x := range xs {
 			z := b
 			for j, v := range x {
 				z += w[j] * v
+			}
+			for _, h := range ins[i].grams {
+				z += w[dim+h]
 			}
 			p := 1 / (1 + math.Exp(-z))
 			wt, y := wneg, 0.0
@@ -296,9 +313,12 @@ func fitLogistic(raw [][]float32, ys []bool) *logistic {
 			for j, v := range x {
 				g[j] += e * v
 			}
-			g[dim] += e
+			for _, h := range ins[i].grams {
+				g[dim+h] += e
+			}
+			g[dim+nh] += e
 		}
-		for j := 0; j < dim; j++ {
+		for j := 0; j < dim+nh; j++ {
 			g[j] += l2 * w[j]
 		}
 		c1, c2 := 1-math.Pow(b1, float64(t)), 1-math.Pow(b2, float64(t))
@@ -306,15 +326,15 @@ func fitLogistic(raw [][]float32, ys []bool) *logistic {
 			mw[j] = b1*mw[j] + (1-b1)*g[j]
 			vw[j] = b2*vw[j] + (1-b2)*g[j]*g[j]
 			step := lr * (mw[j] / c1) / (math.Sqrt(vw[j]/c2) + 1e-8)
-			if j == dim {
+			if j == dim+nh {
 				b -= step
 			} else {
 				w[j] -= step
 			}
 		}
 	}
-	m := &logistic{w: make([]float64, dim), b: b}
-	for j := range w {
+	m := &logistic{w: make([]float64, dim), u: slices.Clone(w[dim:]), b: b}
+	for j := range dim {
 		m.w[j] = w[j] / sd[j]
 		m.b -= w[j] * mu[j] / sd[j]
 	}
@@ -326,14 +346,14 @@ func fitLogistic(raw [][]float32, ys []bool) *logistic {
 // instruction, or, for a malicious definition, its whole text and (after a
 // first fit) its highest-scoring part (multiple-instance learning).
 func train(f *featurized, docs []doc, idx []int) *logistic {
-	var xs [][]float32
+	var xs []instance
 	var ys []bool
 	base := func() {
 		xs, ys = xs[:0], ys[:0]
 		for _, i := range idx {
 			if !docs[i].malicious {
 				for _, in := range f.parts[i] {
-					xs, ys = append(xs, in.x), append(ys, false)
+					xs, ys = append(xs, in), append(ys, false)
 				}
 			}
 		}
@@ -346,13 +366,13 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 		switch {
 		case len(f.attack[i]) > 0:
 			for _, in := range f.attack[i] {
-				xs, ys = append(xs, in.x), append(ys, true)
+				xs, ys = append(xs, in), append(ys, true)
 			}
 		case f.whole[i] >= 0:
-			xs, ys = append(xs, f.parts[i][f.whole[i]].x), append(ys, true)
+			xs, ys = append(xs, f.parts[i][f.whole[i]]), append(ys, true)
 		default:
 			for _, in := range f.parts[i] {
-				xs, ys = append(xs, in.x), append(ys, true)
+				xs, ys = append(xs, in), append(ys, true)
 			}
 		}
 	}
@@ -366,21 +386,21 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 		}
 		if len(f.attack[i]) > 0 {
 			for _, in := range f.attack[i] {
-				xs, ys = append(xs, in.x), append(ys, true)
+				xs, ys = append(xs, in), append(ys, true)
 			}
 			continue
 		}
 		best, bs := -1, -1.0
 		for j, in := range f.parts[i] {
-			if s := m.score(in.x); s > bs {
+			if s := m.score(in); s > bs {
 				best, bs = j, s
 			}
 		}
 		if f.whole[i] >= 0 && f.whole[i] != best {
-			xs, ys = append(xs, f.parts[i][f.whole[i]].x), append(ys, true)
+			xs, ys = append(xs, f.parts[i][f.whole[i]]), append(ys, true)
 		}
 		if best >= 0 {
-			xs, ys = append(xs, f.parts[i][best].x), append(ys, true)
+			xs, ys = append(xs, f.parts[i][best]), append(ys, true)
 		}
 	}
 	return fitLogistic(xs, ys)
@@ -390,7 +410,7 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 func docScore(m *logistic, f *featurized, i int) float64 {
 	s := 0.0
 	for _, in := range f.parts[i] {
-		s = max(s, m.score(in.x))
+		s = max(s, m.score(in))
 	}
 	return s
 }
@@ -470,9 +490,14 @@ func foldOf(group string, k int) int {
 }
 
 func (m *logistic) export(th float64) *poison.LinearModel {
-	lm := &poison.LinearModel{Weights: make([]float32, len(m.w)), Bias: float32(m.b), Threshold: th}
+	lm := &poison.LinearModel{Weights: make([]float32, len(m.w)), Hashed: make([]float32, len(m.u)), Bias: float32(m.b), Threshold: th}
+	// Four significant decimals keep the committed file small.
+	r := func(x float64) float32 { return float32(math.Round(x*1e4) / 1e4) }
 	for i, w := range m.w {
 		lm.Weights[i] = float32(w)
+	}
+	for i, u := range m.u {
+		lm.Hashed[i] = r(u)
 	}
 	return lm
 }
@@ -514,7 +539,7 @@ func (l *learned) models(keep func(d doc) bool, note string) *poison.Models {
 	}
 	dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs))
 	om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
-	return &poison.Models{EmbedModel: l.modelID, Dim: l.emb.Dim(), Features: l.features, Definition: dm.export(dth), Output: om.export(oth), Trained: note}
+	return &poison.Models{EmbedModel: l.modelID, Dim: l.emb.Dim(), Features: l.features, HashBits: hashBits, Definition: dm.export(dth), Output: om.export(oth), Trained: note}
 }
 
 func writeModels(path string, m *poison.Models) error {

@@ -26,11 +26,11 @@ import (
 )
 
 type row struct {
-	ID       string `json:"id"`
-	Text     string `json:"text"`
-	Label    string `json:"label"`
-	Category string `json:"category"`
-	Position string `json:"insert_position"`
+	ID         string `json:"id"`
+	Text       string `json:"text"`
+	Label      string `json:"label"`
+	Category   string `json:"category"`
+	Position   string `json:"insert_position"`
 	Source     string `json:"source"`
 	ContextID  string `json:"context_id"`
 	AttackText string `json:"attack_text"`
@@ -43,6 +43,7 @@ func main() {
 	verbose := flag.Bool("v", false, "list misses and false positives")
 	doTrain := flag.Bool("train", false, "train the classifier on the development and authored sets and write internal/poison/classifier.json")
 	rulesOnly := flag.Bool("rules", false, "measure the rules alone (every built-in rule, no classifier), as before issue 15")
+	allRules := flag.Bool("all-rules", false, "keep every built-in rule next to the classifier (default: the structural rules only)")
 	noLOSO := flag.Bool("no-loso", false, "skip the leave-one-source-out estimates")
 	flag.Parse()
 	var cfg = map[string]poison.Config{}
@@ -90,6 +91,14 @@ func main() {
 	}
 	defer emb.save()
 	defs, outs := defDocs(devDefs, authDefs), outDocs(devOuts, authOuts)
+	// The real-tool catalogue is benign training data too (source
+	// "catalogue", one document per tool: its description and schema
+	// strings); its honest FPR is the leave-one-source-out figure.
+	for _, t := range tools {
+		if ss := poison.ClassifiedStrings(t.Description, t.InputSchema); len(ss) > 0 {
+			defs = append(defs, doc{id: t.Server + "__" + t.Name, text: strings.Join(ss, "\n"), source: "catalogue", category: "real-tool", group: "server:" + t.Server})
+		}
+	}
 	start := time.Now()
 	l, err := prepare(emb, defs, outs)
 	if err != nil {
@@ -99,7 +108,7 @@ func main() {
 
 	if *doTrain {
 		note := "go run ./bench/poisoning -train: logistic regression (L2 1e-3, full-batch Adam, 400 epochs, two multiple-instance rounds) over " +
-			emb.ModelID() + " part embeddings + structural features; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl; threshold: 5-fold out-of-fold clean-document FPR <= " + fmt.Sprint(targetFPR) + " on the training rows"
+			emb.ModelID() + " part embeddings + structural features; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools); threshold: 5-fold out-of-fold clean-document FPR <= " + fmt.Sprint(targetFPR) + " on the training rows"
 		m := l.models(func(doc) bool { return true }, note)
 		path := filepath.Join("internal", "poison", "classifier.json")
 		if err := writeModels(path, m); err != nil {
@@ -113,9 +122,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	opt := poison.Options{Embedder: emb, Models: shipped}
+	opt := poison.Options{Embedder: emb, Models: shipped, AllRules: *allRules}
 	det, outDet := build(cfg, opt), buildOut(cfg, opt)
-	fmt.Println("== shipped detector: classifier + structural rules (IN-SAMPLE on the development rows: the weights were trained on them)")
+	fmt.Printf("== shipped detector: classifier + %s (IN-SAMPLE on the development rows: the weights were trained on them)\n", map[bool]string{true: "every rule", false: "structural rules"}[*allRules])
 	runReport(det, outDet, devDefs, devOuts, tools, catalog, *data, *verbose)
 	heldout(det, outDet, devOuts, *verbose)
 	authoredHeldout(det, outDet, devOuts, *verbose)
@@ -261,10 +270,18 @@ func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) 
 			docs = l.outs
 		}
 		for _, src := range sources(docs) {
-			m := l.models(func(d doc) bool { return d.source != src }, "loso")
+			keep := func(d doc) bool { return d.source != src }
+			if src == "catalogue" {
+				// The livemcpbench and azure dev rows are catalogue
+				// descriptions: leave them out too.
+				keep = func(d doc) bool { return !catalogueDerived[d.source] }
+			}
+			m := l.models(keep, "loso")
 			opt := poison.Options{Embedder: l.emb, Models: m}
 			det, outDet := build(cfg, opt), buildOut(cfg, opt)
-			var c counts
+			optAll := poison.Options{Embedder: l.emb, Models: m, AllRules: true}
+			detAll, outDetAll := build(cfg, optAll), buildOut(cfg, optAll)
+			var c, cAll counts
 			th := m.Definition.Threshold
 			if kind == "outputs" {
 				th = m.Output.Threshold
@@ -273,33 +290,32 @@ func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) 
 				if d.source != src {
 					continue
 				}
-				var v poison.Verdict
+				var v, vAll poison.Verdict
 				if kind == "outputs" {
-					v = outDet.ScanOutput(d.text)
+					v, vAll = outDet.ScanOutput(d.text), outDetAll.ScanOutput(d.text)
 				} else {
-					v = det.ScanDefinition("", d.text, nil)
+					v, vAll = det.ScanDefinition("", d.text, nil), detAll.ScanDefinition("", d.text, nil)
 				}
 				c.add(d.malicious, v.Malicious)
+				cAll.add(d.malicious, vAll.Malicious)
 				if verbose && d.malicious != v.Malicious {
 					fmt.Printf("  %s %s %q %s\n", map[bool]string{true: "MISS", false: "FALSE POSITIVE"}[d.malicious], d.id, clip(d.text, 100), topFinding(v))
 				}
 			}
 			fmt.Println(fmtCounts(kind+": "+src, c, th))
-			if kind == "definitions" && src == "livemcpbench" {
-				// The catalogue's own rows are in the livemcpbench and azure
-				// sources; this model never saw livemcpbench.
-				fl := catalogFPR(det, tools, false)
-				fmt.Printf("  real-tool catalogue FPR with the model trained without livemcpbench: %d of %d (%.3f)\n", fl, len(tools), float64(fl)/float64(len(tools)))
+			fmt.Println(fmtCounts("  + all rules", cAll, -1))
+			if kind == "definitions" && src == "catalogue" {
+				// The same model, scanning each tool as the gateway does.
+				fl := catalogFPR(det, tools, verbose)
+				fmt.Printf("  full definitions through the detector: %d of %d (FPR %.3f)\n", fl, len(tools), float64(fl)/float64(len(tools)))
+				fl = catalogFPR(detAll, tools, false)
+				fmt.Printf("  + all rules: %d of %d (FPR %.3f)\n", fl, len(tools), float64(fl)/float64(len(tools)))
 			}
 		}
 	}
-	// A model that saw no catalogue-derived benign rows at all.
-	m := l.models(func(d doc) bool {
-		return d.source != "livemcpbench" && d.source != "azure-mcp-tool-description-evaluator" && d.source != "npm-reference-servers"
-	}, "no catalogue rows")
-	fl := catalogFPR(build(cfg, poison.Options{Embedder: l.emb, Models: m}), tools, verbose)
-	fmt.Printf("real-tool catalogue FPR, model trained on no catalogue-derived rows (cisco + authored only): %d of %d (%.3f)\n", fl, len(tools), float64(fl)/float64(len(tools)))
 }
+
+var catalogueDerived = map[string]bool{"catalogue": true, "livemcpbench": true, "azure-mcp-tool-description-evaluator": true, "npm-reference-servers": true}
 
 func clip(s string, n int) string {
 	if len(s) <= n {

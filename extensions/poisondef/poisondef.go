@@ -77,6 +77,7 @@ type Poison struct {
 	actions map[string]string
 	allow   []string
 	det     *poison.Detector
+	dcfg    poison.Config
 
 	emit func(context.Context, extension.Event)
 	log  *slog.Logger
@@ -123,11 +124,12 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 	if err != nil {
 		return nil, fmt.Errorf("detector: %v", err)
 	}
+	// Validate now; the classifier's model is loaded in Provision.
 	det, err := poison.NewDetector(dcfg)
 	if err != nil {
 		return nil, fmt.Errorf("detector: %v", err)
 	}
-	p.det = det
+	p.det, p.dcfg = det, dcfg
 	return p, nil
 }
 
@@ -139,6 +141,14 @@ func (p *Poison) Provision(_ context.Context, h extension.Host) error {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	det, err := poison.Build(p.dcfg)
+	if err != nil {
+		return fmt.Errorf("detector: %v", err)
+	}
+	if !det.Classifier() && p.dcfg.Classifier != "off" {
+		p.log.Warn("poisoning classifier unavailable, rules only", "extension", Key, "hint", "run toolgate model install")
+	}
+	p.det = det
 	return nil
 }
 
@@ -218,6 +228,12 @@ func (p *Poison) report(ctx context.Context, req *extension.ListRequest, t *mcp.
 		m := map[string]any{"category": f.Category, "severity": f.Severity, "path": f.Path, "context": f.Context}
 		if f.Rule != "" {
 			m["rule"] = f.Rule
+		}
+		if f.Detector != "" {
+			m["detector"] = f.Detector
+		}
+		if f.Sentence != "" {
+			m["score"], m["sentence"] = f.Score, f.Sentence
 		}
 		findings = append(findings, m)
 	}

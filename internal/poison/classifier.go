@@ -31,7 +31,10 @@ type LinearModel struct {
 	// Weights has Dim embedding weights followed by one weight per entry of
 	// FeatureNames.
 	Weights []float32 `json:"weights"`
-	Bias    float32   `json:"bias"`
+	// Hashed has one weight per bucket of the hashed word unigrams and
+	// bigrams (Models.HashBits); the lexical half of the model.
+	Hashed []float32 `json:"hashed"`
+	Bias   float32   `json:"bias"`
 	// Threshold is the probability at or above which a part is flagged.
 	Threshold float64 `json:"threshold"`
 }
@@ -43,7 +46,9 @@ type Models struct {
 	EmbedModel string `json:"embed_model"`
 	Dim        int    `json:"dim"`
 	// Features lists the structural features in weight order.
-	Features   []string     `json:"features"`
+	Features []string `json:"features"`
+	// HashBits is log2 of the number of hashed n-gram buckets.
+	HashBits   int          `json:"hash_bits"`
 	Definition *LinearModel `json:"definition"`
 	Output     *LinearModel `json:"output"`
 	// Trained records the command and data that produced the weights.
@@ -77,6 +82,13 @@ func (m *Models) validate() error {
 		}
 		if len(lm.Weights) != m.Dim+len(FeatureNames) {
 			return fmt.Errorf("poison: classifier: %s model has %d weights, want %d", name, len(lm.Weights), m.Dim+len(FeatureNames))
+		}
+		want := 0
+		if m.HashBits > 0 {
+			want = 1 << m.HashBits
+		}
+		if m.HashBits < 0 || m.HashBits > 20 || len(lm.Hashed) != want {
+			return fmt.Errorf("poison: classifier: %s model has %d hashed weights, want %d (hash_bits %d)", name, len(lm.Hashed), want, m.HashBits)
 		}
 	}
 	return nil
@@ -218,9 +230,44 @@ func clip(s string, n int) string {
 	return s[:n]
 }
 
-// Score applies the model to one part's embedding and features.
-func (lm *LinearModel) Score(vec, feats []float32) float64 {
+var ngramWordRE = regexp.MustCompile(`[a-z0-9]+(?:['’][a-z]+)?`)
+
+// Ngrams returns the distinct hash buckets (of 2^bits) of a part's
+// lower-cased word unigrams and bigrams.
+func Ngrams(part string, bits int) []int {
+	if bits <= 0 {
+		return nil
+	}
+	words := ngramWordRE.FindAllString(asciiLower(part), 256)
+	mask := uint32(1)<<bits - 1
+	seen := make(map[int]bool, 2*len(words))
+	out := make([]int, 0, 2*len(words))
+	add := func(s string) {
+		h := uint32(2166136261)
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint32(s[i])) * 16777619
+		}
+		if b := int(h & mask); !seen[b] {
+			seen[b] = true
+			out = append(out, b)
+		}
+	}
+	for i, w := range words {
+		add(w)
+		if i > 0 {
+			add(words[i-1] + " " + w)
+		}
+	}
+	return out
+}
+
+// Score applies the model to one part's embedding, structural features and
+// hashed n-gram buckets.
+func (lm *LinearModel) Score(vec, feats []float32, grams []int) float64 {
 	z := float64(lm.Bias)
+	for _, b := range grams {
+		z += float64(lm.Hashed[b])
+	}
 	for i, v := range vec {
 		z += float64(lm.Weights[i]) * float64(v)
 	}
@@ -295,7 +342,7 @@ func (c *classifier) worst(kind Kind, text string) (partScore, error) {
 	lm := c.model(kind)
 	ps = partScore{score: -1}
 	for i, p := range parts {
-		if s := lm.Score(vecs[i], Features(p)); s > ps.score {
+		if s := lm.Score(vecs[i], Features(p), Ngrams(p, c.models.HashBits)); s > ps.score {
 			ps = partScore{part: p, score: s}
 		}
 	}
@@ -336,4 +383,19 @@ func DefaultEmbedder() (embed.Embedder, error) {
 		defaultEmb = m
 	})
 	return defaultEmb, defaultEmbErr
+}
+
+// ClassifiedStrings returns the strings of a definition the classifier
+// scores: the description and every input-schema string of at least
+// minClassifyWords words, as ScanDefinition visits them.
+func ClassifiedStrings(description string, inputSchema any) []string {
+	var out []string
+	add := func(_, s string) {
+		if len(strings.Fields(s)) >= minClassifyWords {
+			out = append(out, s)
+		}
+	}
+	add("", description)
+	walkStrings(normalizeSchema(inputSchema), "inputSchema", 0, add)
+	return out
 }

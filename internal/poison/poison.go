@@ -147,7 +147,35 @@ type Config struct {
 	// MaxTextBytes bounds how much of one string is scanned (default
 	// 256 KiB); the rest is ignored.
 	MaxTextBytes int `json:"max_text_bytes,omitempty"`
+	// Classifier is "auto" (the default: the learned classifier runs when
+	// the MiniLM model is installed), "on" (it must run; a missing model is
+	// an error) or "off" (rules only). Used by Build.
+	Classifier string `json:"classifier,omitempty"`
+	// Rules is "all" (the default: every built-in rule runs next to the
+	// classifier) or "structural" (only the rules for hidden text,
+	// encodings, markup, shell syntax and exfiltration links).
+	Rules string `json:"rules,omitempty"`
 }
+
+// Build makes the Detector cfg describes, with the learned classifier on
+// the process's shared MiniLM model according to cfg.Classifier.
+func Build(cfg Config) (*Detector, error) {
+	opt := Options{AllRules: cfg.Rules != "structural"}
+	switch cfg.Classifier {
+	case "", "auto", "on":
+		emb, err := DefaultEmbedder()
+		if err != nil && cfg.Classifier == "on" {
+			return nil, fmt.Errorf("classifier: %v", err)
+		}
+		if err == nil {
+			opt.Embedder = emb
+		}
+	}
+	return NewDetectorWith(cfg, opt)
+}
+
+// Classifier reports whether the learned classifier runs in d.
+func (d *Detector) Classifier() bool { return d.cls != nil }
 
 // ParseConfig decodes a "filters.poisoning" JSON object strictly (unknown
 // keys are errors). Empty input yields the zero Config.
@@ -217,6 +245,16 @@ func NewDetectorWith(cfg Config, opt Options) (*Detector, error) {
 			errs = append(errs, fmt.Errorf("output_threshold: %v", err))
 		}
 		d.outThreshold = s
+	}
+	switch cfg.Classifier {
+	case "", "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("classifier: %q: want \"auto\", \"on\" or \"off\"", cfg.Classifier))
+	}
+	switch cfg.Rules {
+	case "", "all", "structural":
+	default:
+		errs = append(errs, fmt.Errorf("rules: %q: want \"all\" or \"structural\"", cfg.Rules))
 	}
 	if cfg.MaxTextBytes < 0 {
 		errs = append(errs, fmt.Errorf("max_text_bytes: %d is negative", cfg.MaxTextBytes))
