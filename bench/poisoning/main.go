@@ -43,7 +43,7 @@ func main() {
 	verbose := flag.Bool("v", false, "list misses and false positives")
 	doTrain := flag.Bool("train", false, "train the classifier on the development and authored sets and write internal/poison/classifier.json")
 	rulesOnly := flag.Bool("rules", false, "measure the rules alone (every built-in rule, no classifier), as before issue 15")
-	allRules := flag.Bool("all-rules", false, "keep every built-in rule next to the classifier (default: the structural rules only)")
+	structural := flag.Bool("structural", false, "run only the structural rules next to the classifier (config \"rules\": \"structural\"); the default keeps every rule, as poison.Build does")
 	noLOSO := flag.Bool("no-loso", false, "skip the leave-one-source-out estimates")
 	flag.Parse()
 	var cfg = map[string]poison.Config{}
@@ -122,9 +122,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	opt := poison.Options{Embedder: emb, Models: shipped, AllRules: *allRules}
+	opt := poison.Options{Embedder: emb, Models: shipped, AllRules: !*structural}
 	det, outDet := build(cfg, opt), buildOut(cfg, opt)
-	fmt.Printf("== shipped detector: classifier + %s (IN-SAMPLE on the development rows: the weights were trained on them)\n", map[bool]string{true: "every rule", false: "structural rules"}[*allRules])
+	fmt.Printf("== shipped detector: classifier + %s (IN-SAMPLE on the development rows: the weights were trained on them)\n", map[bool]string{false: "every rule", true: "structural rules"}[*structural])
 	runReport(det, outDet, devDefs, devOuts, tools, catalog, *data, *verbose)
 	heldout(det, outDet, devOuts, *verbose)
 	authoredHeldout(det, outDet, devOuts, *verbose)
