@@ -526,8 +526,10 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	return l, nil
 }
 
-// models trains both kinds on the documents for which keep is true.
-func (l *learned) models(keep func(d doc) bool, note string) *poison.Models {
+// models trains both kinds on the documents for which keep is true; with
+// only set to "definitions" or "outputs" the other kind's model is the
+// shipped one (leave-one-source-out needs one kind per fold).
+func (l *learned) models(keep func(d doc) bool, note string, only ...string) *poison.Models {
 	pick := func(docs []doc) []int {
 		var idx []int
 		for i, d := range docs {
@@ -537,9 +539,23 @@ func (l *learned) models(keep func(d doc) bool, note string) *poison.Models {
 		}
 		return idx
 	}
-	dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs))
-	om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
-	return &poison.Models{EmbedModel: l.modelID, Dim: l.emb.Dim(), Features: l.features, HashBits: hashBits, Definition: dm.export(dth), Output: om.export(oth), Trained: note}
+	m := &poison.Models{EmbedModel: l.modelID, Dim: l.emb.Dim(), Features: l.features, HashBits: hashBits, Trained: note}
+	if len(only) > 0 {
+		shipped, err := poison.BuiltinModels()
+		if err != nil {
+			panic(err)
+		}
+		m.Definition, m.Output = shipped.Definition, shipped.Output
+	}
+	if len(only) == 0 || only[0] == "definitions" {
+		dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs))
+		m.Definition = dm.export(dth)
+	}
+	if len(only) == 0 || only[0] == "outputs" {
+		om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
+		m.Output = om.export(oth)
+	}
+	return m
 }
 
 func writeModels(path string, m *poison.Models) error {

@@ -44,6 +44,7 @@ func main() {
 	doTrain := flag.Bool("train", false, "train the classifier on the development and authored sets and write internal/poison/classifier.json")
 	rulesOnly := flag.Bool("rules", false, "measure the rules alone (every built-in rule, no classifier), as before issue 15")
 	structural := flag.Bool("structural", false, "run only the structural rules next to the classifier (config \"rules\": \"structural\"); the default keeps every rule, as poison.Build does")
+	onlyLOSO := flag.Bool("loso-only", false, "print only the leave-one-source-out estimates")
 	noLOSO := flag.Bool("no-loso", false, "skip the leave-one-source-out estimates")
 	flag.Parse()
 	var cfg = map[string]poison.Config{}
@@ -118,6 +119,10 @@ func main() {
 		return
 	}
 
+	if *onlyLOSO {
+		loso(l, cfg, tools, *verbose)
+		return
+	}
 	shipped, err := poison.BuiltinModels()
 	if err != nil {
 		log.Fatal(err)
@@ -276,7 +281,7 @@ func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) 
 				// descriptions: leave them out too.
 				keep = func(d doc) bool { return !catalogueDerived[d.source] }
 			}
-			m := l.models(keep, "loso")
+			m := l.models(keep, "loso", kind)
 			opt := poison.Options{Embedder: l.emb, Models: m}
 			det, outDet := build(cfg, opt), buildOut(cfg, opt)
 			optAll := poison.Options{Embedder: l.emb, Models: m, AllRules: true}
