@@ -83,6 +83,17 @@ func main() {
 		fmt.Println("== rules only (every built-in rule, no classifier)")
 		runReport(det, outDet, devDefs, devOuts, tools, catalog, *data, *verbose)
 		heldout(det, outDet, devOuts, *verbose)
+		authoredHeldout(det, outDet, devOuts, *verbose)
+		// The authored training rows are unseen by the rules too.
+		var dc, oc counts
+		for _, d := range defDocs(nil, authDefs) {
+			dc.add(d.malicious, det.ScanDefinition("", d.text, nil).Malicious)
+		}
+		for _, d := range compose(authOuts, "authored") {
+			oc.add(d.malicious, outDet.ScanOutput(d.text).Malicious)
+		}
+		fmt.Println(fmtCounts("authored definitions (training rows)", dc, -1))
+		fmt.Println(fmtCounts("authored outputs (training rows)", oc, -1))
 		return
 	}
 
