@@ -287,6 +287,7 @@ type classifier struct {
 	mu    sync.Mutex
 	cache map[[32]byte]partScore
 	order [][32]byte // insertion order, for eviction
+	limit int        // most cache entries (maxCacheEntries)
 }
 
 // partScore is a text's worst part and its probability.
@@ -308,7 +309,7 @@ func newClassifier(emb embed.Embedder, m *Models) (*classifier, error) {
 	if m.EmbedModel != "" && emb.ModelID() != m.EmbedModel {
 		return nil, fmt.Errorf("poison: classifier: weights were trained on %s, the embedder is %s", m.EmbedModel, emb.ModelID())
 	}
-	return &classifier{emb: emb, models: m, cache: map[[32]byte]partScore{}}, nil
+	return &classifier{emb: emb, models: m, cache: map[[32]byte]partScore{}, limit: maxCacheEntries}, nil
 }
 
 func (c *classifier) model(kind Kind) *LinearModel {
@@ -348,7 +349,7 @@ func (c *classifier) worst(kind Kind, text string) (partScore, error) {
 	}
 	c.mu.Lock()
 	if _, ok := c.cache[key]; !ok {
-		if len(c.order) >= maxCacheEntries {
+		if len(c.order) >= c.limit {
 			delete(c.cache, c.order[0])
 			c.order = c.order[1:]
 		}
