@@ -83,7 +83,46 @@ type Poison struct {
 	log  *slog.Logger
 
 	mu   sync.Mutex
-	seen map[string]scanned // server\x00tool → last definition scanned
+	seen map[string]scanned   // server\x00tool → last definition scanned
+	vecs map[string][]float32 // server\x00tool → description embedding (classifier only)
+}
+
+// OverlapThreshold is the cosine similarity of description embeddings above
+// which a tool that claims to be preferred is flagged as overlapping another
+// server's tool (function_overlap). Set by judgement, not fitted: MiniLM
+// puts paraphrases of one function above it and different functions of one
+// domain mostly below.
+const OverlapThreshold = 0.75
+
+// overlap adds a function_overlap finding when t's description embeds
+// within OverlapThreshold of a tool of another server and claims to be
+// preferred, superior, or the replacement of deprecated tools.
+func (p *Poison) overlap(server string, t *mcp.Tool, v poison.Verdict) poison.Verdict {
+	vec, ok := p.det.Vector(t.Description)
+	if !ok {
+		return v
+	}
+	k := server + "\x00" + t.Name
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.vecs[k] = vec
+	claim, ok := poison.PreferenceClaim(t.Description)
+	if !ok {
+		return v
+	}
+	best, bestCos := "", 0.0
+	for other, ov := range p.vecs {
+		if strings.HasPrefix(other, server+"\x00") {
+			continue
+		}
+		if c := poison.Cosine(vec, ov); c > bestCos || c == bestCos && other < best {
+			best, bestCos = other, c
+		}
+	}
+	if bestCos < OverlapThreshold {
+		return v
+	}
+	return p.det.AddFinding(v, poison.OverlapFinding(strings.Replace(best, "\x00", "__", 1), bestCos, claim))
 }
 
 type scanned struct {
@@ -98,7 +137,7 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 	if err := strict.Decode(raw, &cfg); err != nil {
 		return nil, err
 	}
-	p := &Poison{actions: map[string]string{}, seen: map[string]scanned{}}
+	p := &Poison{actions: map[string]string{}, seen: map[string]scanned{}, vecs: map[string][]float32{}}
 	for k, v := range DefaultActions {
 		p.actions[k] = v
 	}
@@ -193,6 +232,7 @@ func (p *Poison) list(ctx context.Context, req *extension.ListRequest, tools []*
 		fresh := !ok || prev.hash != h
 		if fresh {
 			v = p.det.ScanDefinition(t.Name, t.Description, t.InputSchema)
+			v = p.overlap(req.ServerName, t, v)
 			p.mu.Lock()
 			p.seen[k] = scanned{hash: h, verdict: v}
 			p.mu.Unlock()
@@ -214,6 +254,11 @@ func (p *Poison) list(ctx context.Context, req *extension.ListRequest, tools []*
 	for k := range p.seen {
 		if strings.HasPrefix(k, req.ServerName+"\x00") && !current[k] {
 			delete(p.seen, k)
+		}
+	}
+	for k := range p.vecs {
+		if strings.HasPrefix(k, req.ServerName+"\x00") && !current[k] {
+			delete(p.vecs, k)
 		}
 	}
 	p.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -399,4 +400,63 @@ func ClassifiedStrings(description string, inputSchema any) []string {
 	add("", description)
 	walkStrings(normalizeSchema(inputSchema), "inputSchema", 0, add)
 	return out
+}
+
+// Vector embeds text with the classifier's embedder (nil and false when the
+// classifier does not run). Cross-tool checks compare these.
+func (d *Detector) Vector(text string) ([]float32, bool) {
+	if d.cls == nil || strings.TrimSpace(text) == "" {
+		return nil, false
+	}
+	v, err := d.cls.emb.Embed(context.Background(), []string{text})
+	if err != nil || len(v) != 1 {
+		return nil, false
+	}
+	return v[0], true
+}
+
+var preferenceRE = re(`\b(?:best|ultimate|superior|premium|advanced|definitive|elite|top-rated|number one|award-winning|trusted by|outperforms|better than|most (?:accurate|reliable|trusted|advanced)|\d+% of|prefer(?:red)?|priority|favou?r|instead of|rather than|in preference to|always (?:use|choose|pick|select)|deprecated|obsolete|disabled|retired|decommissioned|discontinued|no longer|switched off|shut down)\b`)
+
+// PreferenceClaim returns the first sentence of a description that claims
+// superiority over other tools, asks to be preferred, or calls other tools
+// deprecated.
+func PreferenceClaim(description string) (string, bool) {
+	for _, p := range Parts(description) {
+		if len(p) < len(description) && preferenceRE.MatchString(asciiLower(p)) {
+			return p, true
+		}
+	}
+	if preferenceRE.MatchString(asciiLower(description)) {
+		return clip(description, MaxSentence), true
+	}
+	return "", false
+}
+
+// CatFunctionOverlap is the category of a cross-tool finding: a tool whose
+// description is close to another server's tool and claims to be preferred.
+const CatFunctionOverlap = "function_overlap"
+
+// OverlapFinding is the finding for a tool whose description embeds within
+// cosine similarity cos of other (a qualified name) and makes the
+// preference claim sentence.
+func OverlapFinding(other string, cos float64, sentence string) Finding {
+	f := newFinding(CatFunctionOverlap, CatFunctionOverlap, SeverityHigh, "description", excerpt("overlaps "+other, 0, MaxContext))
+	f.Detector, f.Score, f.Sentence = "cross_tool", math.Round(cos*1000)/1000, maskSecrets(clip(sentence, MaxSentence))
+	return f
+}
+
+// Cosine is the cosine similarity of two unit vectors.
+func Cosine(a, b []float32) float64 {
+	var s float64
+	for i := range min(len(a), len(b)) {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// AddFinding returns v with f added, its severity and verdict recomputed
+// against the definition threshold.
+func (d *Detector) AddFinding(v Verdict, f Finding) Verdict {
+	fs := append(slices.Clone(v.Findings), f)
+	return d.verdict(fs, d.defThreshold)
 }
