@@ -13,6 +13,11 @@
 // context with secrets masked. A [Verdict] is malicious when a finding reaches
 // the configured threshold.
 //
+// Next to the rules, [Build] (or [NewDetectorWith] with an embedder) adds a
+// learned classifier: a logistic regression over MiniLM sentence
+// embeddings, structural features and hashed n-grams of each part of a
+// text, trained by `go run ./bench/poisoning -train` (classifier.go).
+//
 // A [Detector] is immutable after [NewDetector] and safe for concurrent use.
 package poison
 
