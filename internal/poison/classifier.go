@@ -289,6 +289,40 @@ type classifier struct {
 	cache map[[32]byte]partScore
 	order [][32]byte // insertion order, for eviction
 	limit int        // most cache entries (maxCacheEntries)
+
+	// Findings of whole scanned strings (rules and classifier), by hash.
+	fcache map[[32]byte][]Finding
+	forder [][32]byte
+}
+
+func (c *classifier) key(kind Kind, text string) [32]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00", kind)
+	h.Write([]byte(text))
+	var key [32]byte
+	h.Sum(key[:0])
+	return key
+}
+
+func (c *classifier) findings(key [32]byte) ([]Finding, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fs, ok := c.fcache[key]
+	return slices.Clone(fs), ok
+}
+
+func (c *classifier) storeFindings(key [32]byte, fs []Finding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.fcache[key]; ok {
+		return
+	}
+	if len(c.forder) >= c.limit {
+		delete(c.fcache, c.forder[0])
+		c.forder = c.forder[1:]
+	}
+	c.fcache[key] = slices.Clone(fs)
+	c.forder = append(c.forder, key)
 }
 
 // partScore is a text's worst part and its probability.
@@ -310,7 +344,7 @@ func newClassifier(emb embed.Embedder, m *Models) (*classifier, error) {
 	if m.EmbedModel != "" && emb.ModelID() != m.EmbedModel {
 		return nil, fmt.Errorf("poison: classifier: weights were trained on %s, the embedder is %s", m.EmbedModel, emb.ModelID())
 	}
-	return &classifier{emb: emb, models: m, cache: map[[32]byte]partScore{}, limit: maxCacheEntries}, nil
+	return &classifier{emb: emb, models: m, cache: map[[32]byte]partScore{}, fcache: map[[32]byte][]Finding{}, limit: maxCacheEntries}, nil
 }
 
 func (c *classifier) model(kind Kind) *LinearModel {
@@ -322,11 +356,7 @@ func (c *classifier) model(kind Kind) *LinearModel {
 
 // worst returns the highest-scoring part of text for the kind.
 func (c *classifier) worst(kind Kind, text string) (partScore, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d\x00", kind)
-	h.Write([]byte(text))
-	var key [32]byte
-	h.Sum(key[:0])
+	key := c.key(kind, text)
 	c.mu.Lock()
 	ps, ok := c.cache[key]
 	c.mu.Unlock()

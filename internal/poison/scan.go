@@ -12,6 +12,21 @@ func (d *Detector) scanText(fs []Finding, kind Kind, path, text string) []Findin
 	if text == "" {
 		return fs
 	}
+	if d.cls != nil {
+		// With the classifier a scan costs milliseconds: cache each string's
+		// findings by content hash.
+		key := d.cls.key(kind, path+"\x00"+text)
+		if got, ok := d.cls.findings(key); ok {
+			return append(fs, got...)
+		}
+		got := d.scanTextUncached(nil, kind, path, text)
+		d.cls.storeFindings(key, got)
+		return append(fs, got...)
+	}
+	return d.scanTextUncached(fs, kind, path, text)
+}
+
+func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string) []Finding {
 	n := normalize(text, d.maxBytes)
 	if n.tags != "" {
 		fs = append(fs, newFinding(CatHiddenText, "unicode_tags", SeverityHigh, path, excerpt(n.tags, 0, min(len(n.tags), MaxContext))))
