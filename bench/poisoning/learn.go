@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/embed"
@@ -282,13 +281,9 @@ func fitLogistic(ins []instance, ys []bool) *logistic {
 	const (
 		epochs = 300
 		lr     = 0.02
-		l2dflt = 3e-3
+		l2     = 3e-3
 		b1, b2 = 0.9, 0.999
 	)
-	l2 := l2dflt
-	if v, err := strconv.ParseFloat(os.Getenv("POISON_L2"), 64); err == nil {
-		l2 = v
-	}
 	// Parameters: dim dense weights, nh hashed weights, the bias.
 	w := make([]float64, dim+nh)
 	var b float64

@@ -119,8 +119,8 @@ func main() {
 	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
 
 	if *doTrain {
-		note := "go run ./bench/poisoning -train: logistic regression (L2 1e-3, full-batch Adam, 400 epochs, two multiple-instance rounds) over " +
-			emb.ModelID() + " part embeddings + structural features; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools); threshold: 5-fold out-of-fold clean-document FPR <= " + fmt.Sprint(targetFPR) + " on the training rows"
+		note := "go run ./bench/poisoning -train: logistic regression (standardised inputs, L2 3e-3, full-batch Adam lr 0.02, 300 epochs, two multiple-instance rounds) over " +
+			emb.ModelID() + " part embeddings + 12 structural features + 2^14 hashed word uni/bigrams; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools); threshold: 5-fold out-of-fold clean-document FPR <= " + fmt.Sprint(targetFPR) + " on the training rows"
 		m := l.models(func(doc) bool { return true }, note)
 		path := filepath.Join("internal", "poison", "classifier.json")
 		if err := writeModels(path, m); err != nil {
