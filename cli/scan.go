@@ -38,7 +38,9 @@ func newScanCmd() *cobra.Command {
 		Use:   "scan < lines.jsonl",
 		Short: "Run the poisoning detector on JSON lines from stdin",
 		Long: `Reads JSON lines from stdin and writes one verdict per line, in order:
-  {"malicious": bool, "severity": "none|low|medium|high|critical", "findings": [{"category","severity","path","context","rule"}]}
+  {"malicious": bool, "severity": "none|low|medium|high|critical", "findings": [{"category","severity","path","context","rule","detector","score","sentence"}]}
+The learned classifier runs when the MiniLM model is installed (toolgate model install);
+"classifier": "off" in the detector config turns it off.
 Input lines:
   --kind definition: {"name","description","inputSchema"} or {"text": "a description"}
   --kind output:     {"text": "one text block of a tool result"}
