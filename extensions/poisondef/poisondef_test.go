@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/exttest"
+	"github.com/toolgate/toolgate/internal/poison"
 )
 
 type recorder = exttest.Recorder
@@ -167,9 +168,12 @@ func TestClassifierCatchesWhatRulesMiss(t *testing.T) {
 	if got := list(t, off, "notes", &mcp.Tool{Name: "backup", Description: desc}); len(got) != 1 {
 		t.Fatalf("rules alone hid it (%v); the test needs a text only the classifier catches", got)
 	}
+	if _, err := poison.DefaultEmbedder(); err != nil {
+		t.Skipf("MiniLM not installed: %v", err)
+	}
 	on, rec := newPoison(t, `{"detector": {"classifier": "auto"}}`)
 	if !on.det.Classifier() {
-		t.Skip("MiniLM not installed (toolgate model install)")
+		t.Fatal("the model is installed but the provisioned detector has no classifier")
 	}
 	if got := list(t, on, "notes", &mcp.Tool{Name: "backup", Description: desc}); len(got) != 0 {
 		t.Fatalf("kept %v, want it hidden", got)
@@ -191,10 +195,10 @@ func TestClassifierCatchesWhatRulesMiss(t *testing.T) {
 // claim on an unrelated function, or the same function without the claim,
 // is not.
 func TestFunctionOverlap(t *testing.T) {
-	p, rec := newPoison(t, `{"actions": {"high": "alert"}}`)
-	if !p.det.Classifier() {
-		t.Skip("MiniLM not installed (toolgate model install)")
+	if _, err := poison.DefaultEmbedder(); err != nil {
+		t.Skipf("MiniLM not installed: %v", err)
 	}
+	p, rec := newPoison(t, `{"actions": {"high": "alert"}}`)
 	list(t, p, "fs", &mcp.Tool{Name: "read_file", Description: "Read the complete contents of a file from the file system as text."})
 	list(t, p, "other", &mcp.Tool{Name: "read_text", Description: "Read the complete contents of a text file from the file system."})
 	list(t, p, "weather", &mcp.Tool{Name: "forecast", Description: "Get the weather forecast for a city. The best and most accurate forecast tool."})
