@@ -15,7 +15,7 @@ DATE    ?= $(shell git log -1 --format=%cI 2>/dev/null || date -u +%Y-%m-%dT%H:%
 LDFLAGS := -s -w -X github.com/toolgate/toolgate/cli.version=$(VERSION) -X github.com/toolgate/toolgate/cli.commit=$(COMMIT) -X github.com/toolgate/toolgate/cli.date=$(DATE)
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
-.PHONY: all build run run-stdio deps model verify-model test e2e unit lint staticcheck fuzz bench bench-retrieval generate check-generated conformance release clean
+.PHONY: all build run run-stdio deps model verify-model test e2e unit lint staticcheck fuzz bench bench-retrieval train-detectors bench-poisoning generate check-generated conformance release clean
 
 all: build
 
@@ -96,6 +96,17 @@ bench: deps
 
 bench-retrieval: deps
 	$(GO) run ./bench/retrieval
+
+# The poisoning classifier: train writes internal/poison/classifier.json
+# from ../shared/bench (dev sets, real-tool catalogue) and bench/poisoning's
+# authored rows; bench-poisoning prints dev, leave-one-source-out and
+# held-out figures.
+POISON_DATA ?= ../shared/bench/poisoning
+train-detectors: deps
+	$(GO) run ./bench/poisoning -train -data $(POISON_DATA)
+
+bench-poisoning: deps
+	$(GO) run ./bench/poisoning -data $(POISON_DATA)
 
 # Static binaries (no cgo) for each of $(PLATFORMS) in dist/, stamped with
 # $(VERSION), $(COMMIT) and $(DATE), and their SHA256SUMS.

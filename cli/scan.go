@@ -38,7 +38,9 @@ func newScanCmd() *cobra.Command {
 		Use:   "scan < lines.jsonl",
 		Short: "Run the poisoning detector on JSON lines from stdin",
 		Long: `Reads JSON lines from stdin and writes one verdict per line, in order:
-  {"malicious": bool, "severity": "none|low|medium|high|critical", "findings": [{"category","severity","path","context","rule"}]}
+  {"malicious": bool, "severity": "none|low|medium|high|critical", "findings": [{"category","severity","path","context","rule","detector","score","sentence"}]}
+The learned classifier runs when the MiniLM model is installed (toolgate model install),
+unless "classifier": "off" is in the detector config (the gateway's filters default to off).
 Input lines:
   --kind definition: {"name","description","inputSchema"} or {"text": "a description"}
   --kind output:     {"text": "one text block of a tool result"}
@@ -79,7 +81,12 @@ func runScan(ctx context.Context, kind, cfgPath string, stdin io.Reader, stdout 
 			return fmt.Errorf("%s: %v", cfgPath, err)
 		}
 	}
-	det, err := poison.NewDetector(cfg)
+	if cfg.Classifier == "" {
+		// Offline, the classifier's cost does not matter: scan with it
+		// when the model is installed (the gateway's default is off).
+		cfg.Classifier = "auto"
+	}
+	det, err := poison.Build(cfg)
 	if err != nil {
 		if cfgPath != "" {
 			return fmt.Errorf("%s: filters.%s.detector: %v", cfgPath, key, err)

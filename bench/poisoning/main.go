@@ -26,72 +26,318 @@ import (
 )
 
 type row struct {
-	ID       string `json:"id"`
-	Text     string `json:"text"`
-	Label    string `json:"label"`
-	Category string `json:"category"`
-	Position string `json:"insert_position"`
+	ID         string `json:"id"`
+	Text       string `json:"text"`
+	Label      string `json:"label"`
+	Category   string `json:"category"`
+	Position   string `json:"insert_position"`
+	Source     string `json:"source"`
+	ContextID  string `json:"context_id"`
+	AttackText string `json:"attack_text"`
+	Role       string `json:"role"`
 }
 
 func main() {
 	data := flag.String("data", "../shared/bench/poisoning", "directory holding tool_defs_dev.jsonl and outputs_dev.jsonl")
 	cfgPath := flag.String("config", "", "poisoning config (the filters.poisoning object, or a whole toolgate config)")
 	verbose := flag.Bool("v", false, "list misses and false positives")
+	doTrain := flag.Bool("train", false, "train the classifier on the development and authored sets and write internal/poison/classifier.json")
+	rulesOnly := flag.Bool("rules", false, "measure the rules alone (every built-in rule, no classifier), as before issue 15")
+	structural := flag.Bool("structural", false, "run only the structural rules next to the classifier (config \"rules\": \"structural\"); the default keeps every rule, as poison.Build does")
+	onlyLOSO := flag.Bool("loso-only", false, "print only the leave-one-source-out estimates")
+	noLOSO := flag.Bool("no-loso", false, "skip the leave-one-source-out estimates")
 	flag.Parse()
-	// The definition detector is configured by filters.tool_poisoning, the
-	// output detector by filters.output_poisoning, as in the gateway.
-	detector := func(key string) *poison.Detector {
-		var cfg poison.Config
+	var cfg = map[string]poison.Config{}
+	for _, key := range []string{"tool_poisoning", "output_poisoning"} {
 		if *cfgPath != "" {
 			raw, err := os.ReadFile(*cfgPath)
 			if err != nil {
 				log.Fatal(err)
 			}
-			if cfg, err = poison.ConfigFromFile(raw, key); err != nil {
+			c, err := poison.ConfigFromFile(raw, key)
+			if err != nil {
 				log.Fatalf("%s: %v", *cfgPath, err)
 			}
+			cfg[key] = c
 		}
-		d, err := poison.NewDetector(cfg)
-		if err != nil {
+	}
+	devDefs, err := load(filepath.Join(*data, "tool_defs_dev.jsonl"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	devOuts, err := load(filepath.Join(*data, "outputs_dev.jsonl"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	here := filepath.Join("bench", "poisoning")
+	authDefs := mustLoad(filepath.Join(here, "authored_defs.jsonl"))
+	authOuts := mustLoad(filepath.Join(here, "authored_outputs.jsonl"))
+	catalog := filepath.Join(filepath.Dir(*data), "retrieval", "tools.jsonl")
+	tools, err := loadTools(catalog)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	if *rulesOnly {
+		det, outDet := build(cfg, poison.Options{}), buildOut(cfg, poison.Options{})
+		fmt.Println("== rules only (every built-in rule, no classifier)")
+		runReport(det, outDet, devDefs, devOuts, tools, catalog, *data, *verbose)
+		heldout(det, outDet, devOuts, *verbose)
+		authoredHeldout(det, outDet, devOuts, *verbose)
+		// The authored training rows are unseen by the rules too.
+		var dc, oc counts
+		for _, d := range defDocs(nil, authDefs) {
+			dc.add(d.malicious, det.ScanDefinition("", d.text, nil).Malicious)
+		}
+		for _, d := range compose(authOuts, "authored") {
+			oc.add(d.malicious, outDet.ScanOutput(d.text).Malicious)
+		}
+		fmt.Println(fmtCounts("authored definitions (training rows)", dc, -1))
+		fmt.Println(fmtCounts("authored outputs (training rows)", oc, -1))
+		return
+	}
+
+	emb, err := newCachedEmbedder()
+	if err != nil {
+		log.Fatalf("the classifier needs the MiniLM model: %v", err)
+	}
+	defer emb.save()
+	defs, outs := defDocs(devDefs, authDefs), outDocs(devOuts, authOuts)
+	// The real-tool catalogue is benign training data too (source
+	// "catalogue", one document per tool: its description and schema
+	// strings); its honest FPR is the leave-one-source-out figure.
+	for _, t := range tools {
+		if ss := poison.ClassifiedStrings(t.Description, t.InputSchema); len(ss) > 0 {
+			defs = append(defs, doc{id: t.Server + "__" + t.Name, text: strings.Join(ss, "\n"), source: "catalogue", category: "real-tool", group: "server:" + t.Server})
+		}
+	}
+	start := time.Now()
+	l, err := prepare(emb, defs, outs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
+
+	if *doTrain {
+		note := "go run ./bench/poisoning -train: logistic regression (standardised inputs, L2 3e-3, full-batch Adam lr 0.02, 300 epochs, two multiple-instance rounds) over " +
+			emb.ModelID() + " part embeddings + 12 structural features + 2^14 hashed word uni/bigrams; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools); threshold: 5-fold out-of-fold clean-document FPR <= " + fmt.Sprint(targetFPR) + " on the training rows"
+		m := l.models(func(doc) bool { return true }, note)
+		path := filepath.Join("internal", "poison", "classifier.json")
+		if err := writeModels(path, m); err != nil {
 			log.Fatal(err)
 		}
-		return d
+		fmt.Printf("wrote %s (definition threshold %.3f, output threshold %.3f)\n", path, m.Definition.Threshold, m.Output.Threshold)
+		return
 	}
-	det, outDet := detector("tool_poisoning"), detector("output_poisoning")
-	defs, err := load(filepath.Join(*data, "tool_defs_dev.jsonl"))
+
+	if *onlyLOSO {
+		loso(l, cfg, tools, *verbose)
+		return
+	}
+	shipped, err := poison.BuiltinModels()
 	if err != nil {
 		log.Fatal(err)
 	}
-	outs, err := load(filepath.Join(*data, "outputs_dev.jsonl"))
+	opt := poison.Options{Embedder: emb, Models: shipped, AllRules: !*structural}
+	det, outDet := build(cfg, opt), buildOut(cfg, opt)
+	fmt.Printf("== shipped detector: classifier + %s (IN-SAMPLE on the development rows: the weights were trained on them)\n", map[bool]string{false: "every rule", true: "structural rules"}[*structural])
+	runReport(det, outDet, devDefs, devOuts, tools, catalog, *data, *verbose)
+	heldout(det, outDet, devOuts, *verbose)
+	authoredHeldout(det, outDet, devOuts, *verbose)
+	if !*noLOSO {
+		loso(l, cfg, tools, *verbose)
+	}
+}
+
+func mustLoad(path string) []row {
+	rows, err := load(path)
+	if err != nil {
+		log.Fatalf("%v (run from the repository root)", err)
+	}
+	return rows
+}
+
+func build(cfg map[string]poison.Config, opt poison.Options) *poison.Detector {
+	d, err := poison.NewDetectorWith(cfg["tool_poisoning"], opt)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("== tool definitions (%s, %d rows)\n", filepath.Join(*data, "tool_defs_dev.jsonl"), len(defs))
-	report(defs, func(s string) poison.Verdict { return det.ScanDefinition("", s, nil) }, *verbose, "")
-	catalog := filepath.Join(filepath.Dir(*data), "retrieval", "tools.jsonl")
-	if tools, err := loadTools(catalog); err == nil {
-		fmt.Printf("\n== full real tool definitions, all benign (%s, %d tools: description + every inputSchema string)\n", catalog, len(tools))
-		flagged := 0
-		start := time.Now()
-		for _, t := range tools {
-			v := det.ScanDefinition(t.Name, t.Description, t.InputSchema)
-			if v.Malicious {
-				flagged++
-				if *verbose {
-					fmt.Printf("  FALSE POSITIVE %s__%s", t.Server, t.Name)
-					for _, f := range v.Findings {
-						fmt.Printf(" {%s/%s %s: %q}", f.Rule, f.Severity, f.Path, f.Context)
-					}
-					fmt.Println()
+	return d
+}
+
+func buildOut(cfg map[string]poison.Config, opt poison.Options) *poison.Detector {
+	d, err := poison.NewDetectorWith(cfg["output_poisoning"], opt)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return d
+}
+
+func runReport(det, outDet *poison.Detector, defs, outs []row, tools []tool, catalog, data string, verbose bool) {
+	fmt.Printf("\n== tool definitions (%s, %d rows)\n", filepath.Join(data, "tool_defs_dev.jsonl"), len(defs))
+	report(defs, func(s string) poison.Verdict { return det.ScanDefinition("", s, nil) }, verbose, "")
+	flagged := catalogFPR(det, tools, verbose)
+	fmt.Printf("\n== full real tool definitions, all benign (%s: description + every inputSchema string)\nflagged %d of %d (FPR %.3f)\n", catalog, flagged, len(tools), float64(flagged)/float64(len(tools)))
+	fmt.Printf("\n== tool outputs (%s, %d rows)\n", filepath.Join(data, "outputs_dev.jsonl"), len(outs))
+	report(outs, outDet.ScanOutput, verbose, "context")
+}
+
+func catalogFPR(det *poison.Detector, tools []tool, verbose bool) int {
+	flagged := 0
+	for _, t := range tools {
+		v := det.ScanDefinition(t.Name, t.Description, t.InputSchema)
+		if v.Malicious {
+			flagged++
+			if verbose {
+				fmt.Printf("  FALSE POSITIVE %s__%s", t.Server, t.Name)
+				for _, f := range v.Findings {
+					fmt.Printf(" {%s/%s %s %.2f: %q}", f.Rule, f.Severity, f.Path, f.Score, f.Context+f.Sentence)
 				}
+				fmt.Println()
 			}
 		}
-		el := time.Since(start)
-		fmt.Printf("flagged %d of %d (FPR %.3f); %.0f definitions/s\n", flagged, len(tools), float64(flagged)/float64(len(tools)), float64(len(tools))/el.Seconds())
 	}
-	fmt.Printf("\n== tool outputs (%s, %d rows)\n", filepath.Join(*data, "outputs_dev.jsonl"), len(outs))
-	report(outs, outDet.ScanOutput, *verbose, "context")
-	heldout(det, outDet, outs, *verbose)
+	return flagged
+}
+
+// authoredHeldout measures on the authored held-out rows, which no model or
+// threshold was fitted to.
+func authoredHeldout(det, outDet *poison.Detector, devOuts []row, verbose bool) {
+	here := filepath.Join("bench", "poisoning")
+	hd := mustLoad(filepath.Join(here, "authored_defs_heldout.jsonl"))
+	ho := mustLoad(filepath.Join(here, "authored_outputs_heldout.jsonl"))
+	fmt.Printf("\n== authored held-out rows (never trained on; bench/poisoning/authored_*_heldout.jsonl)\n")
+	byCat := map[string]*counts{}
+	var all counts
+	for _, r := range hd {
+		v := det.ScanDefinition("", r.Text, nil)
+		mal := r.Label == "malicious"
+		all.add(mal, v.Malicious)
+		c := byCat[r.Category]
+		if c == nil {
+			c = &counts{}
+			byCat[r.Category] = c
+		}
+		c.add(mal, v.Malicious)
+		if verbose && mal != v.Malicious {
+			fmt.Printf("  %s %s %q %s\n", map[bool]string{true: "MISS", false: "FALSE POSITIVE"}[mal], r.ID, r.Text, topFinding(v))
+		}
+	}
+	cats := make([]string, 0, len(byCat))
+	for k := range byCat {
+		cats = append(cats, k)
+	}
+	slices.Sort(cats)
+	fmt.Printf("%-40s %5s %5s %5s %5s  %9s %6s %6s\n", "definitions, category", "n", "TP", "FP", "FN", "precision", "recall", "FPR")
+	for _, k := range cats {
+		fmt.Println(fmtCounts("  "+k, *byCat[k], -1))
+	}
+	fmt.Println(fmtCounts("definitions OVERALL", all, -1))
+	var oc counts
+	for _, d := range compose(ho, "authored-heldout") {
+		v := outDet.ScanOutput(d.text)
+		oc.add(d.malicious, v.Malicious)
+		if verbose && d.malicious != v.Malicious {
+			fmt.Printf("  %s %s %q %s\n", map[bool]string{true: "MISS", false: "FALSE POSITIVE"}[d.malicious], d.id, firstLine(d.text), topFinding(v))
+		}
+	}
+	fmt.Println(fmtCounts("outputs (held-out attacks in held-out carriers)", oc, -1))
+	// The held-out attacks in every clean development output.
+	var hit, n int
+	var clean []string
+	for _, r := range devOuts {
+		if r.Label == "benign" {
+			clean = append(clean, r.Text)
+		}
+	}
+	j := 0
+	for _, a := range ho {
+		if a.Role != "attack" {
+			continue
+		}
+		for i, c := range clean {
+			n++
+			if outDet.ScanOutput(insert(c, a.Text, (i+j)%3)).Malicious {
+				hit++
+			}
+		}
+		j++
+	}
+	fmt.Printf("outputs (held-out attacks x %d clean dev outputs): recall %.3f (%d of %d)\n", len(clean), float64(hit)/float64(max(n, 1)), hit, n)
+}
+
+func topFinding(v poison.Verdict) string {
+	if len(v.Findings) == 0 {
+		return ""
+	}
+	f := v.Findings[0]
+	return fmt.Sprintf("{%s/%s %.2f %q}", f.Rule, f.Severity, f.Score, f.Context)
+}
+
+// loso trains without each source in turn and measures on it with the real
+// detector (classifier + structural rules). Thresholds come from the
+// training folds only.
+func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) {
+	fmt.Printf("\n== leave-one-source-out (train without the source, threshold from the other sources' out-of-fold scores, test on it)\n")
+	fmt.Printf("%-40s %5s %5s %5s %5s  %9s %6s %6s\n", "held-out source", "n", "TP", "FP", "FN", "precision", "recall", "FPR")
+	for _, kind := range []string{"definitions", "outputs"} {
+		docs := l.defs
+		if kind == "outputs" {
+			docs = l.outs
+		}
+		for _, src := range sources(docs) {
+			keep := func(d doc) bool { return d.source != src }
+			if src == "catalogue" {
+				// The livemcpbench and azure dev rows are catalogue
+				// descriptions: leave them out too.
+				keep = func(d doc) bool { return !catalogueDerived[d.source] }
+			}
+			m := l.models(keep, "loso", kind)
+			opt := poison.Options{Embedder: l.emb, Models: m}
+			det, outDet := build(cfg, opt), buildOut(cfg, opt)
+			optAll := poison.Options{Embedder: l.emb, Models: m, AllRules: true}
+			detAll, outDetAll := build(cfg, optAll), buildOut(cfg, optAll)
+			var c, cAll counts
+			th := m.Definition.Threshold
+			if kind == "outputs" {
+				th = m.Output.Threshold
+			}
+			for _, d := range docs {
+				if d.source != src {
+					continue
+				}
+				var v, vAll poison.Verdict
+				if kind == "outputs" {
+					v, vAll = outDet.ScanOutput(d.text), outDetAll.ScanOutput(d.text)
+				} else {
+					v, vAll = det.ScanDefinition("", d.text, nil), detAll.ScanDefinition("", d.text, nil)
+				}
+				c.add(d.malicious, v.Malicious)
+				cAll.add(d.malicious, vAll.Malicious)
+				if verbose && d.malicious != v.Malicious {
+					fmt.Printf("  %s %s %q %s\n", map[bool]string{true: "MISS", false: "FALSE POSITIVE"}[d.malicious], d.id, clip(d.text, 100), topFinding(v))
+				}
+			}
+			fmt.Println(fmtCounts(kind+": "+src, c, th))
+			fmt.Println(fmtCounts("  + all rules", cAll, -1))
+			if kind == "definitions" && src == "catalogue" {
+				// The same model, scanning each tool as the gateway does.
+				fl := catalogFPR(det, tools, verbose)
+				fmt.Printf("  full definitions through the detector: %d of %d (FPR %.3f)\n", fl, len(tools), float64(fl)/float64(len(tools)))
+				fl = catalogFPR(detAll, tools, false)
+				fmt.Printf("  + all rules: %d of %d (FPR %.3f)\n", fl, len(tools), float64(fl)/float64(len(tools)))
+			}
+		}
+	}
+}
+
+var catalogueDerived = map[string]bool{"catalogue": true, "livemcpbench": true, "azure-mcp-tool-description-evaluator": true, "npm-reference-servers": true}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // heldout measures on attacks written for toolgate in styles the dev set

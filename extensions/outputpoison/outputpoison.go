@@ -36,6 +36,7 @@ type Inspector struct {
 	extension.Base
 	cfg  Config
 	det  *poison.Detector
+	dcfg poison.Config
 	emit func(context.Context, extension.Event)
 }
 
@@ -56,11 +57,12 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 	if err != nil {
 		return nil, fmt.Errorf("detector: %v", err)
 	}
+	// Validate now; the classifier's model is loaded in Provision.
 	det, err := poison.NewDetector(dcfg)
 	if err != nil {
 		return nil, fmt.Errorf("detector: %v", err)
 	}
-	return &Inspector{cfg: cfg, det: det}, nil
+	return &Inspector{cfg: cfg, det: det, dcfg: dcfg}, nil
 }
 
 func (*Inspector) ID() string             { return "dev.toolgate/output_poisoning" }
@@ -68,6 +70,14 @@ func (*Inspector) Phase() extension.Phase { return extension.PhaseInspect }
 
 func (i *Inspector) Provision(_ context.Context, h extension.Host) error {
 	i.emit = h.Emit
+	det, err := poison.Build(i.dcfg)
+	if err != nil {
+		return fmt.Errorf("detector: %v", err)
+	}
+	if !det.Classifier() && i.dcfg.Classifier == "auto" && h.Logger != nil {
+		h.Logger.Warn("poisoning classifier unavailable, rules only", "extension", "output_poisoning", "hint", "run toolgate model install")
+	}
+	i.det = det
 	return nil
 }
 

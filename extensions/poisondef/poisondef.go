@@ -77,12 +77,52 @@ type Poison struct {
 	actions map[string]string
 	allow   []string
 	det     *poison.Detector
+	dcfg    poison.Config
 
 	emit func(context.Context, extension.Event)
 	log  *slog.Logger
 
 	mu   sync.Mutex
 	seen map[string][]scanned // server\x00tool → the last definitions scanned, oldest first
+	vecs map[string][]float32 // server\x00tool → description embedding (classifier only)
+}
+
+// OverlapThreshold is the cosine similarity of description embeddings above
+// which a tool that claims to be preferred is flagged as overlapping another
+// server's tool (function_overlap). Set by judgement, not fitted: MiniLM
+// puts paraphrases of one function above it and different functions of one
+// domain mostly below.
+const OverlapThreshold = 0.75
+
+// overlap adds a function_overlap finding when t's description embeds
+// within OverlapThreshold of a tool of another server and claims to be
+// preferred, superior, or the replacement of deprecated tools.
+func (p *Poison) overlap(server string, t *mcp.Tool, v poison.Verdict) poison.Verdict {
+	vec, ok := p.det.Vector(t.Description)
+	if !ok {
+		return v
+	}
+	k := server + "\x00" + t.Name
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.vecs[k] = vec
+	claim, ok := poison.PreferenceClaim(t.Description)
+	if !ok {
+		return v
+	}
+	best, bestCos := "", 0.0
+	for other, ov := range p.vecs {
+		if strings.HasPrefix(other, server+"\x00") {
+			continue
+		}
+		if c := poison.Cosine(vec, ov); c > bestCos || c == bestCos && other < best {
+			best, bestCos = other, c
+		}
+	}
+	if bestCos < OverlapThreshold {
+		return v
+	}
+	return p.det.AddFinding(v, poison.OverlapFinding(strings.Replace(best, "\x00", "__", 1), bestCos, claim))
 }
 
 // remembered is how many definitions per tool keep their verdict, so a
@@ -102,7 +142,7 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 	if err := strict.Decode(raw, &cfg); err != nil {
 		return nil, err
 	}
-	p := &Poison{actions: map[string]string{}, seen: map[string][]scanned{}}
+	p := &Poison{actions: map[string]string{}, seen: map[string][]scanned{}, vecs: map[string][]float32{}}
 	for k, v := range DefaultActions {
 		p.actions[k] = v
 	}
@@ -128,11 +168,12 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 	if err != nil {
 		return nil, fmt.Errorf("detector: %v", err)
 	}
+	// Validate now; the classifier's model is loaded in Provision.
 	det, err := poison.NewDetector(dcfg)
 	if err != nil {
 		return nil, fmt.Errorf("detector: %v", err)
 	}
-	p.det = det
+	p.det, p.dcfg = det, dcfg
 	return p, nil
 }
 
@@ -144,6 +185,14 @@ func (p *Poison) Provision(_ context.Context, h extension.Host) error {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	det, err := poison.Build(p.dcfg)
+	if err != nil {
+		return fmt.Errorf("detector: %v", err)
+	}
+	if !det.Classifier() && p.dcfg.Classifier == "auto" {
+		p.log.Warn("poisoning classifier unavailable, rules only", "extension", Key, "hint", "run toolgate model install")
+	}
+	p.det = det
 	return nil
 }
 
@@ -192,6 +241,7 @@ func (p *Poison) list(ctx context.Context, req *extension.ListRequest, tools []*
 		p.mu.Unlock()
 		if fresh {
 			v = p.det.ScanDefinition(t.Name, t.Description, t.InputSchema)
+			v = p.overlap(req.ServerName, t, v)
 			p.mu.Lock()
 			hs := p.seen[k]
 			if len(hs) >= remembered {
@@ -220,6 +270,11 @@ func (p *Poison) list(ctx context.Context, req *extension.ListRequest, tools []*
 			delete(p.seen, k)
 		}
 	}
+	for k := range p.vecs {
+		if strings.HasPrefix(k, req.ServerName+"\x00") && !current[k] {
+			delete(p.vecs, k)
+		}
+	}
 	p.mu.Unlock()
 	return kept, nil
 }
@@ -232,6 +287,12 @@ func (p *Poison) report(ctx context.Context, req *extension.ListRequest, t *mcp.
 		m := map[string]any{"category": f.Category, "severity": f.Severity, "path": f.Path, "context": f.Context}
 		if f.Rule != "" {
 			m["rule"] = f.Rule
+		}
+		if f.Detector != "" {
+			m["detector"] = f.Detector
+		}
+		if f.Sentence != "" {
+			m["score"], m["sentence"] = f.Score, f.Sentence
 		}
 		findings = append(findings, m)
 	}

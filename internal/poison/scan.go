@@ -1,11 +1,32 @@
 package poison
 
+import (
+	"math"
+	"strings"
+	"unicode/utf8"
+)
+
 // scanText runs every rule of the kind over one string and appends the
 // findings to fs.
 func (d *Detector) scanText(fs []Finding, kind Kind, path, text string) []Finding {
 	if text == "" {
 		return fs
 	}
+	if d.cls != nil {
+		// With the classifier a scan costs milliseconds: cache each string's
+		// findings by content hash.
+		key := d.cls.key(kind, path+"\x00"+text)
+		if got, ok := d.cls.findings(key); ok {
+			return append(fs, got...)
+		}
+		got := d.scanTextUncached(nil, kind, path, text)
+		d.cls.storeFindings(key, got)
+		return append(fs, got...)
+	}
+	return d.scanTextUncached(fs, kind, path, text)
+}
+
+func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string) []Finding {
 	n := normalize(text, d.maxBytes)
 	if n.tags != "" {
 		fs = append(fs, newFinding(CatHiddenText, "unicode_tags", SeverityHigh, path, excerpt(n.tags, 0, min(len(n.tags), MaxContext))))
@@ -22,7 +43,40 @@ func (d *Detector) scanText(fs []Finding, kind Kind, path, text string) []Findin
 	if n.invisible > 0 {
 		fs = append(fs, newFinding(CatHiddenText, "zero_width", SeverityLow, path, excerpt(n.text, 0, 0)))
 	}
-	return d.scanNormalized(fs, kind, path, n.text)
+	fs = d.scanNormalized(fs, kind, path, n.text)
+	if d.cls != nil {
+		fs = d.classify(fs, kind, path, n.text)
+		if n.tags != "" {
+			fs = d.classify(fs, kind, path, n.tags)
+		}
+	}
+	return fs
+}
+
+// classify adds a classifier finding when the worst part of text reaches
+// the trained threshold. An embedding failure is reported as a low finding
+// (the rules still ran) rather than dropped silently.
+func (d *Detector) classify(fs []Finding, kind Kind, path, text string) []Finding {
+	if len(strings.Fields(text)) < minClassifyWords {
+		// Type names, enum values and identifiers carry no instruction.
+		return fs
+	}
+	ps, err := d.cls.worst(kind, text)
+	if err != nil {
+		f := newFinding(CatClassifier, "classifier_error", SeverityLow, path, excerpt(err.Error(), 0, MaxContext))
+		f.Detector = "classifier"
+		return append(fs, f)
+	}
+	if ps.part == "" || ps.score < d.cls.model(kind).Threshold {
+		return fs
+	}
+	sentence := maskSecrets(ps.part)
+	if utf8.RuneCountInString(sentence) > MaxSentence {
+		sentence = string([]rune(sentence)[:MaxSentence])
+	}
+	f := newFinding(CatClassifier, CatClassifier, SeverityHigh, path, excerpt(ps.part, 0, len(ps.part)))
+	f.Detector, f.Score, f.Sentence = "classifier", math.Round(ps.score*1000)/1000, sentence
+	return append(fs, f)
 }
 
 func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []Finding {
@@ -78,3 +132,7 @@ func inScope(sc scope, s *segment) bool {
 func newFinding(cat, rule string, sev Severity, path, ctx string) Finding {
 	return Finding{Category: cat, Severity: sev.String(), Path: path, Context: ctx, Rule: rule, sev: sev}
 }
+
+// minClassifyWords is the fewest words a string needs for the classifier to
+// look at it.
+const minClassifyWords = 3

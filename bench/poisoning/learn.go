@@ -1,0 +1,581 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/gob"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/toolgate/toolgate/internal/embed"
+	"github.com/toolgate/toolgate/internal/poison"
+)
+
+// doc is one labelled text for training or evaluation.
+type doc struct {
+	id, text, source, category string
+	malicious                  bool
+	// attack is the injected instruction of a malicious output (its parts are
+	// the positives); empty for definitions, whose positives are found by
+	// multiple-instance learning.
+	attack string
+	// group keeps a clean output and its attacked copies in the same fold.
+	group string
+}
+
+// defDocs returns the development definitions and the authored ones.
+func defDocs(dev, authored []row) []doc {
+	var out []doc
+	for _, set := range [][]row{dev, authored} {
+		for _, r := range set {
+			out = append(out, doc{id: r.ID, text: r.Text, source: r.Source, category: r.Category, malicious: r.Label == "malicious", group: r.ID})
+		}
+	}
+	return out
+}
+
+// outDocs returns the development outputs and the authored ones, composed:
+// attack i goes into carrier i mod n at the start, middle or end (i mod 3),
+// and every carrier is a clean document too.
+func outDocs(dev, authored []row) []doc {
+	var out []doc
+	for _, r := range dev {
+		g := r.ContextID
+		if g == "" {
+			g = r.ID
+		}
+		out = append(out, doc{id: r.ID, text: r.Text, source: r.Source, category: r.Category, malicious: r.Label == "malicious", attack: r.AttackText, group: g})
+	}
+	return append(out, compose(authored, "authored")...)
+}
+
+func compose(rows []row, source string) []doc {
+	var attacks, carriers []row
+	for _, r := range rows {
+		if r.Role == "attack" {
+			attacks = append(attacks, r)
+		} else {
+			carriers = append(carriers, r)
+		}
+	}
+	var out []doc
+	for _, c := range carriers {
+		out = append(out, doc{id: c.ID, text: c.Text, source: source, category: "clean", group: c.ID})
+	}
+	if len(carriers) == 0 {
+		return out
+	}
+	for i, a := range attacks {
+		c := carriers[i%len(carriers)]
+		out = append(out, doc{id: a.ID, text: insert(c.Text, a.Text, i%3), source: source, category: a.Category, malicious: true, attack: a.Text, group: c.ID})
+	}
+	return out
+}
+
+// insert puts an injection at the start (0), middle (1) or end (2) of text.
+func insert(text, inj string, pos int) string {
+	switch pos {
+	case 0:
+		return inj + "\n" + text
+	case 2:
+		return text + "\n" + inj
+	}
+	lines := strings.Split(text, "\n")
+	k := len(lines) / 2
+	return strings.Join(lines[:k], "\n") + "\n" + inj + "\n" + strings.Join(lines[k:], "\n")
+}
+
+// cachedEmbedder memoises vectors by text on disk, so that repeated runs of
+// the benchmark do not recompute thousands of embeddings.
+type cachedEmbedder struct {
+	embed.Embedder
+	path  string
+	vecs  map[[32]byte][]float32
+	dirty bool
+}
+
+func newCachedEmbedder() (*cachedEmbedder, error) {
+	dir, err := embed.DefaultDir()
+	if err != nil {
+		return nil, err
+	}
+	m, err := embed.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &cachedEmbedder{Embedder: m, vecs: map[[32]byte][]float32{}}
+	if cd, err := os.UserCacheDir(); err == nil {
+		id := strings.NewReplacer("/", "_", "@", "_").Replace(m.ModelID())
+		c.path = filepath.Join(cd, "toolgate", "bench-poisoning-"+id+".gob")
+		if f, err := os.Open(c.path); err == nil {
+			_ = gob.NewDecoder(f).Decode(&c.vecs)
+			f.Close()
+		}
+	}
+	return c, nil
+}
+
+func (c *cachedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	var miss []string
+	var idx []int
+	for i, t := range texts {
+		if v, ok := c.vecs[sha256.Sum256([]byte(t))]; ok {
+			out[i] = v
+		} else {
+			miss = append(miss, t)
+			idx = append(idx, i)
+		}
+	}
+	for lo := 0; lo < len(miss); lo += 64 {
+		hi := min(lo+64, len(miss))
+		vs, err := c.Embedder.Embed(ctx, miss[lo:hi])
+		if err != nil {
+			return nil, err
+		}
+		for j, v := range vs {
+			out[idx[lo+j]] = v
+			c.vecs[sha256.Sum256([]byte(miss[lo+j]))] = v
+			c.dirty = true
+		}
+	}
+	return out, nil
+}
+
+func (c *cachedEmbedder) save() {
+	if !c.dirty || c.path == "" {
+		return
+	}
+	_ = os.MkdirAll(filepath.Dir(c.path), 0o755)
+	tmp := c.path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return
+	}
+	if err := gob.NewEncoder(f).Encode(c.vecs); err == nil && f.Close() == nil {
+		_ = os.Rename(tmp, c.path)
+	}
+}
+
+// instance is one part of a document with its feature vector.
+type instance struct {
+	x     []float32
+	grams []int // hashed n-gram buckets
+	doc   int   // index into the docs slice
+}
+
+// hashBits is log2 of the hashed n-gram buckets of the trained models.
+const hashBits = 14
+
+// featurize embeds every part of every document (and of every attack).
+type featurized struct {
+	parts  [][]instance // per doc: its parts
+	attack [][]instance // per doc: the parts of its injected instruction
+	whole  []int        // per doc: index of the whole-text part, or -1
+}
+
+func featurize(emb embed.Embedder, docs []doc) (*featurized, error) {
+	f := &featurized{parts: make([][]instance, len(docs)), attack: make([][]instance, len(docs)), whole: make([]int, len(docs))}
+	vec := func(i int, parts []string) ([]instance, error) {
+		vs, err := emb.Embed(context.Background(), parts)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]instance, len(parts))
+		for j, p := range parts {
+			x := append(slices.Clone(vs[j]), poison.Features(p)...)
+			out[j] = instance{x: x, grams: poison.Ngrams(p, hashBits), doc: i}
+		}
+		return out, nil
+	}
+	for i, d := range docs {
+		parts := poison.Parts(d.text)
+		f.whole[i] = -1
+		if len(parts) > 0 && parts[0] == strings.Join(strings.Fields(d.text), " ") {
+			f.whole[i] = 0
+		}
+		var err error
+		if f.parts[i], err = vec(i, parts); err != nil {
+			return nil, err
+		}
+		if d.attack != "" {
+			if f.attack[i], err = vec(i, poison.Parts(d.attack)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return f, nil
+}
+
+// logistic is a trained model in float64 while training.
+type logistic struct {
+	w []float64
+	u []float64 // hashed n-gram weights
+	b float64
+}
+
+func (m *logistic) score(in instance) float64 {
+	z := m.b
+	for i, v := range in.x {
+		z += m.w[i] * float64(v)
+	}
+	for _, g := range in.grams {
+		z += m.u[g]
+	}
+	return 1 / (1 + math.Exp(-z))
+}
+
+// fitLogistic trains an L2-regularised logistic regression with full-batch
+// Adam, class-balanced, on standardised inputs (so that one penalty suits
+// embedding dimensions and binary features alike); the standardisation is
+// folded back into the weights. Deterministic: no sampling, fixed iteration
+// count.
+func fitLogistic(ins []instance, ys []bool) *logistic {
+	raw := make([][]float32, len(ins))
+	for i, in := range ins {
+		raw[i] = in.x
+	}
+	dim := len(raw[0])
+	nh := 1 << hashBits
+	mu, sd := make([]float64, dim), make([]float64, dim)
+	for _, x := range raw {
+		for j, v := range x {
+			mu[j] += float64(v)
+		}
+	}
+	for j := range mu {
+		mu[j] /= float64(len(raw))
+	}
+	for _, x := range raw {
+		for j, v := range x {
+			d := float64(v) - mu[j]
+			sd[j] += d * d
+		}
+	}
+	for j := range sd {
+		sd[j] = math.Sqrt(sd[j]/float64(len(raw))) + 1e-3
+	}
+	xs := make([][]float64, len(raw))
+	for i, x := range raw {
+		xs[i] = make([]float64, dim)
+		for j, v := range x {
+			xs[i][j] = (float64(v) - mu[j]) / sd[j]
+		}
+	}
+	var npos, nneg float64
+	for _, y := range ys {
+		if y {
+			npos++
+		} else {
+			nneg++
+		}
+	}
+	wpos, wneg := 0.5/max(npos, 1), 0.5/max(nneg, 1)
+	const (
+		epochs = 300
+		lr     = 0.02
+		l2     = 3e-3
+		b1, b2 = 0.9, 0.999
+	)
+	// Parameters: dim dense weights, nh hashed weights, the bias.
+	w := make([]float64, dim+nh)
+	var b float64
+	mw, vw := make([]float64, dim+nh+1), make([]float64, dim+nh+1)
+	g := make([]float64, dim+nh+1)
+	for t := 1; t <= epochs; t++ {
+		clear(g)
+		for i, x := range xs {
+			z := b
+			for j, v := range x {
+				z += w[j] * v
+			}
+			for _, h := range ins[i].grams {
+				z += w[dim+h]
+			}
+			p := 1 / (1 + math.Exp(-z))
+			wt, y := wneg, 0.0
+			if ys[i] {
+				wt, y = wpos, 1
+			}
+			e := wt * (p - y)
+			for j, v := range x {
+				g[j] += e * v
+			}
+			for _, h := range ins[i].grams {
+				g[dim+h] += e
+			}
+			g[dim+nh] += e
+		}
+		for j := 0; j < dim+nh; j++ {
+			g[j] += l2 * w[j]
+		}
+		c1, c2 := 1-math.Pow(b1, float64(t)), 1-math.Pow(b2, float64(t))
+		for j := range g {
+			mw[j] = b1*mw[j] + (1-b1)*g[j]
+			vw[j] = b2*vw[j] + (1-b2)*g[j]*g[j]
+			step := lr * (mw[j] / c1) / (math.Sqrt(vw[j]/c2) + 1e-8)
+			if j == dim+nh {
+				b -= step
+			} else {
+				w[j] -= step
+			}
+		}
+	}
+	m := &logistic{w: make([]float64, dim), u: slices.Clone(w[dim:]), b: b}
+	for j := range dim {
+		m.w[j] = w[j] / sd[j]
+		m.b -= w[j] * mu[j] / sd[j]
+	}
+	return m
+}
+
+// train fits a model on the documents in idx: negatives are every part of a
+// clean document; positives are the parts of an output's injected
+// instruction, or, for a malicious definition, its whole text and (after a
+// first fit) its highest-scoring part (multiple-instance learning).
+func train(f *featurized, docs []doc, idx []int) *logistic {
+	var xs []instance
+	var ys []bool
+	base := func() {
+		xs, ys = xs[:0], ys[:0]
+		for _, i := range idx {
+			if !docs[i].malicious {
+				for _, in := range f.parts[i] {
+					xs, ys = append(xs, in), append(ys, false)
+				}
+			}
+		}
+	}
+	base()
+	for _, i := range idx {
+		if !docs[i].malicious {
+			continue
+		}
+		switch {
+		case len(f.attack[i]) > 0:
+			for _, in := range f.attack[i] {
+				xs, ys = append(xs, in), append(ys, true)
+			}
+		case f.whole[i] >= 0:
+			xs, ys = append(xs, f.parts[i][f.whole[i]]), append(ys, true)
+		default:
+			for _, in := range f.parts[i] {
+				xs, ys = append(xs, in), append(ys, true)
+			}
+		}
+	}
+	m := fitLogistic(xs, ys)
+	// Second round: each malicious definition contributes its whole text and
+	// the part the first model finds worst.
+	base()
+	for _, i := range idx {
+		if !docs[i].malicious {
+			continue
+		}
+		if len(f.attack[i]) > 0 {
+			for _, in := range f.attack[i] {
+				xs, ys = append(xs, in), append(ys, true)
+			}
+			continue
+		}
+		best, bs := -1, -1.0
+		for j, in := range f.parts[i] {
+			if s := m.score(in); s > bs {
+				best, bs = j, s
+			}
+		}
+		if f.whole[i] >= 0 && f.whole[i] != best {
+			xs, ys = append(xs, f.parts[i][f.whole[i]]), append(ys, true)
+		}
+		if best >= 0 {
+			xs, ys = append(xs, f.parts[i][best]), append(ys, true)
+		}
+	}
+	return fitLogistic(xs, ys)
+}
+
+// docScore is a document's worst part.
+func docScore(m *logistic, f *featurized, i int) float64 {
+	s := 0.0
+	for _, in := range f.parts[i] {
+		s = max(s, m.score(in))
+	}
+	return s
+}
+
+// targetFPR is the document-level false-positive rate the threshold is set
+// for, on out-of-fold scores of the training documents.
+const targetFPR = 0.005
+
+// fitWithThreshold trains on idx and picks the threshold from 5-fold
+// out-of-fold scores within idx: the lowest threshold at which at most
+// targetFPR of the clean training documents are flagged. No document outside
+// idx is looked at.
+func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64) {
+	const k = 5
+	var clean, bad []float64
+	type sc struct {
+		s  float64
+		id string
+	}
+	var top []sc
+	for fold := 0; fold < k; fold++ {
+		var tr, te []int
+		for _, i := range idx {
+			if foldOf(docs[i].group, k) == fold {
+				te = append(te, i)
+			} else {
+				tr = append(tr, i)
+			}
+		}
+		m := train(f, docs, tr)
+		for _, i := range te {
+			if !docs[i].malicious {
+				clean = append(clean, docScore(m, f, i))
+				top = append(top, sc{clean[len(clean)-1], docs[i].id + " " + clip(docs[i].text, 80)})
+			} else {
+				bad = append(bad, docScore(m, f, i))
+			}
+		}
+	}
+	slices.Sort(clean)
+	slices.Reverse(clean)
+	allowed := int(targetFPR * float64(len(clean)))
+	th := 0.5
+	if allowed < len(clean) {
+		th = max(0.5, math.Nextafter(clean[allowed], 2))
+	}
+	if debugThresholds {
+		slices.SortFunc(top, func(a, b sc) int { return cmp.Compare(b.s, a.s) })
+		for _, t := range top[:min(8, len(top))] {
+			fmt.Printf("    clean oof %.3f %s\n", t.s, t.id)
+		}
+		for _, q := range []float64{0.5, 0.8, 0.9, 0.95, 0.99} {
+			n := 0
+			for _, b := range bad {
+				if b >= q {
+					n++
+				}
+			}
+			m := 0
+			for _, c := range clean {
+				if c >= q {
+					m++
+				}
+			}
+			fmt.Printf("    oof at %.2f: recall %d/%d, clean flagged %d/%d\n", q, n, len(bad), m, len(clean))
+		}
+	}
+	return train(f, docs, idx), th
+}
+
+var debugThresholds = os.Getenv("POISON_DEBUG") != ""
+
+func foldOf(group string, k int) int {
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	return int(h.Sum32() % uint32(k))
+}
+
+func (m *logistic) export(th float64) *poison.LinearModel {
+	lm := &poison.LinearModel{Weights: make([]float32, len(m.w)), Hashed: make([]float32, len(m.u)), Bias: float32(m.b), Threshold: th}
+	// Four significant decimals keep the committed file small.
+	r := func(x float64) float32 { return float32(math.Round(x*1e4) / 1e4) }
+	for i, w := range m.w {
+		lm.Weights[i] = float32(w)
+	}
+	for i, u := range m.u {
+		lm.Hashed[i] = r(u)
+	}
+	return lm
+}
+
+// learned bundles what the training of both kinds needs.
+type learned struct {
+	emb      *cachedEmbedder
+	defs     []doc
+	outs     []doc
+	defF     *featurized
+	outF     *featurized
+	modelID  string
+	features []string
+}
+
+func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
+	l := &learned{emb: emb, defs: defs, outs: outs, modelID: emb.ModelID(), features: poison.FeatureNames}
+	var err error
+	if l.defF, err = featurize(emb, defs); err != nil {
+		return nil, err
+	}
+	if l.outF, err = featurize(emb, outs); err != nil {
+		return nil, err
+	}
+	emb.save()
+	return l, nil
+}
+
+// models trains both kinds on the documents for which keep is true; with
+// only set to "definitions" or "outputs" the other kind's model is the
+// shipped one (leave-one-source-out needs one kind per fold).
+func (l *learned) models(keep func(d doc) bool, note string, only ...string) *poison.Models {
+	pick := func(docs []doc) []int {
+		var idx []int
+		for i, d := range docs {
+			if keep(d) {
+				idx = append(idx, i)
+			}
+		}
+		return idx
+	}
+	m := &poison.Models{EmbedModel: l.modelID, Dim: l.emb.Dim(), Features: l.features, HashBits: hashBits, Trained: note}
+	if len(only) > 0 {
+		shipped, err := poison.BuiltinModels()
+		if err != nil {
+			panic(err)
+		}
+		m.Definition, m.Output = shipped.Definition, shipped.Output
+	}
+	if len(only) == 0 || only[0] == "definitions" {
+		dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs))
+		m.Definition = dm.export(dth)
+	}
+	if len(only) == 0 || only[0] == "outputs" {
+		om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
+		m.Output = om.export(oth)
+	}
+	return m
+}
+
+func writeModels(path string, m *poison.Models) error {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
+
+func sources(docs []doc) []string {
+	var out []string
+	for _, d := range docs {
+		if !slices.Contains(out, d.source) {
+			out = append(out, d.source)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func fmtCounts(name string, c counts, th float64) string {
+	s := fmt.Sprintf("%-40s %5d %5d %5d %5d  %9s %6s %6s", name, c.tp+c.fp+c.fn+c.tn, c.tp, c.fp, c.fn, ratio(c.tp, c.tp+c.fp), ratio(c.tp, c.tp+c.fn), ratio(c.fp, c.fp+c.tn))
+	if th >= 0 {
+		s += fmt.Sprintf("  threshold %.3f", th)
+	}
+	return s
+}

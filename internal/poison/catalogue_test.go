@@ -1,0 +1,69 @@
+package poison
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// catalogue finds the shared 707-tool catalogue (../shared/bench/retrieval/
+// tools.jsonl next to the checkout, or $TOOLGATE_BENCH_DATA/retrieval).
+func catalogue(t *testing.T) string {
+	t.Helper()
+	cands := []string{filepath.Join("..", "..", "..", "shared", "bench", "retrieval", "tools.jsonl"), filepath.Join("..", "..", "..", "..", "shared", "bench", "retrieval", "tools.jsonl")}
+	if d := os.Getenv("TOOLGATE_BENCH_DATA"); d != "" {
+		cands = append([]string{filepath.Join(d, "retrieval", "tools.jsonl")}, cands...)
+	}
+	for _, c := range cands {
+		if _, err := os.Stat(c); err == nil {
+			return c
+		}
+	}
+	t.Skip("the shared tool catalogue is not next to this checkout")
+	return ""
+}
+
+// TestStructuralRulesQuietOnRealTools: the rules kept next to the
+// classifier flag none of the 707 real tool definitions (description and
+// every schema string), and each of them matches its examples
+// (TestEncodingAndMarkupRules and the rule tests).
+func TestStructuralRulesQuietOnRealTools(t *testing.T) {
+	path := catalogue(t)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := NewDetector(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []*rule
+	for _, r := range d.rules {
+		if structuralRules[r.name] {
+			rules = append(rules, r)
+		}
+	}
+	d.rules = rules
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	n := 0
+	for sc.Scan() {
+		var tool struct {
+			Server, Name, Description string
+			InputSchema               json.RawMessage
+		}
+		if err := json.Unmarshal(sc.Bytes(), &tool); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if v := d.ScanDefinition(tool.Name, tool.Description, tool.InputSchema); v.Malicious {
+			t.Errorf("%s__%s flagged by structural rules: %+v", tool.Server, tool.Name, v.Findings)
+		}
+	}
+	if n < 700 {
+		t.Fatalf("read %d tools from %s", n, path)
+	}
+}

@@ -1,0 +1,492 @@
+package poison
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/embed"
+)
+
+// The learned detector: a logistic regression over the MiniLM sentence
+// embedding of a part of the text (a sentence, two adjacent sentences, or
+// the whole text when it is short) concatenated with a few structural
+// features. A text scores as its worst part. The weights are trained
+// offline by `go run ./bench/poisoning -train` (see bench/poisoning/DATA.md
+// for the data) and embedded from classifier.json.
+
+//go:embed classifier.json
+var builtinModelsJSON []byte
+
+// LinearModel is one trained logistic regression.
+type LinearModel struct {
+	// Weights has Dim embedding weights followed by one weight per entry of
+	// FeatureNames.
+	Weights []float32 `json:"weights"`
+	// Hashed has one weight per bucket of the hashed word unigrams and
+	// bigrams (Models.HashBits); the lexical half of the model.
+	Hashed []float32 `json:"hashed"`
+	Bias   float32   `json:"bias"`
+	// Threshold is the probability at or above which a part is flagged.
+	Threshold float64 `json:"threshold"`
+}
+
+// Models are the trained classifiers for both kinds of text.
+type Models struct {
+	// EmbedModel is the embedder's ModelID the weights were trained on;
+	// vectors of another model are meaningless to them.
+	EmbedModel string `json:"embed_model"`
+	Dim        int    `json:"dim"`
+	// Features lists the structural features in weight order.
+	Features []string `json:"features"`
+	// HashBits is log2 of the number of hashed n-gram buckets.
+	HashBits   int          `json:"hash_bits"`
+	Definition *LinearModel `json:"definition"`
+	Output     *LinearModel `json:"output"`
+	// Trained records the command and data that produced the weights.
+	Trained string `json:"trained"`
+}
+
+// BuiltinModels returns the committed weights.
+func BuiltinModels() (*Models, error) {
+	var m Models
+	if err := json.Unmarshal(builtinModelsJSON, &m); err != nil {
+		return nil, fmt.Errorf("poison: classifier.json: %v", err)
+	}
+	return &m, m.validate()
+}
+
+func (m *Models) validate() error {
+	if m.Dim <= 0 {
+		return errors.New("poison: classifier: dim must be positive")
+	}
+	if len(m.Features) != len(FeatureNames) {
+		return fmt.Errorf("poison: classifier: trained with %d structural features, this build has %d (retrain with go run ./bench/poisoning -train)", len(m.Features), len(FeatureNames))
+	}
+	for i, f := range m.Features {
+		if f != FeatureNames[i] {
+			return fmt.Errorf("poison: classifier: feature %d is %q, this build has %q (retrain)", i, f, FeatureNames[i])
+		}
+	}
+	for name, lm := range map[string]*LinearModel{"definition": m.Definition, "output": m.Output} {
+		if lm == nil {
+			return fmt.Errorf("poison: classifier: no %s model", name)
+		}
+		if len(lm.Weights) != m.Dim+len(FeatureNames) {
+			return fmt.Errorf("poison: classifier: %s model has %d weights, want %d", name, len(lm.Weights), m.Dim+len(FeatureNames))
+		}
+		want := 0
+		if m.HashBits > 0 {
+			want = 1 << m.HashBits
+		}
+		if m.HashBits < 0 || m.HashBits > 20 || len(lm.Hashed) != want {
+			return fmt.Errorf("poison: classifier: %s model has %d hashed weights, want %d (hash_bits %d)", name, len(lm.Hashed), want, m.HashBits)
+		}
+	}
+	return nil
+}
+
+// The structural features: small, generic cues a sentence embedding blurs.
+// They are deliberately broad; the classifier weighs them.
+var featureREs = []struct {
+	name string
+	re   *regexp.Regexp
+}{
+	{"addresses_model", re(`\b(?:assistant|ai|agent|llm|language model|the model|chatbot|claude|gpt)\b`)},
+	{"directive", re(`\b(?:must|always|never|do not|don't|make sure|be sure to|required to|are required|have to|need to|from now on|instead)\b`)},
+	{"calls_other_tool", re(`\b(?:call|invoke|run|use|execute|chain|trigger)\b[^.\n]{0,40}\b[a-z][a-z0-9]*_[a-z0-9_]+\b|\b[a-z0-9]+__[a-z0-9_]+\b`)},
+	{"before_after", re(`\b(?:before|after|prior to|first|once|then|following)\b`)},
+	{"url_or_email", re(`https?://|\bwww\.|[\w.+-]+@[\w-]+\.[a-z]{2,}|\b[a-z0-9-]+\.(?:com|net|org|io|co|biz|app|dev|xyz|top|info|cc|ru|me|link|pro|to|shop)\b`)},
+	{"secret_path", re(`~/|\.ssh\b|id_rsa|id_ed25519|\.env\b|\.aws\b|credentials|\.netrc|\.npmrc|\.pgpass|\.bashrc|\.zshrc|\.profile\b|_history\b|/etc/(?:shadow|passwd)|kube/config|private key|seed phrase|cookies?\b|passwords?\b|api[ _]?keys?\b|tokens?\b`)},
+	{"concealment", re(`\b(?:do not|don't|never|not) (?:tell|mention|inform|reveal|disclose|notify|show|surface|bring)|without (?:telling|informing|notifying|asking|mentioning)|\bsilently\b|\bsecretly\b|\bquietly\b|keep (?:this|it|quiet)|to yourself|(?:does not|doesn't|don't|do not) (?:need|have) to know|confidential|hidden`)},
+	{"superiority", re(`\b(?:best|ultimate|superior|premium|advanced|definitive|top-rated|number one|award-winning|trusted by|outperforms|better than|most (?:accurate|reliable|trusted|advanced|popular)|\d+% of|prefer(?:red)?|priority|favou?r)\b`)},
+	{"deprecation", re(`\b(?:deprecated|obsolete|disabled|retired|decommissioned|sunset|shut down|no longer|removed|legacy|broken|blocked)\b`)},
+	{"validation_pretext", re(`\b(?:for|to|requires?|as part of) (?:the )?(?:validation|verification|verify|validate|confirm|auditing|audit|quality assurance|compliance|telemetry|calibrat\w*|authenticat\w*)`)},
+	{"override", re(`\b(?:ignore|disregard|forget|override|supersede[sd]?|no longer apply|cancel+ed)\b`)},
+	{"about_response", re(`\b(?:your (?:response|reply|answer|summary|output)|in your (?:reply|response|answer)|respond|reply (?:with|only|in)|when answering)\b`)},
+}
+
+// FeatureNames lists the structural features, in weight order.
+var FeatureNames = func() []string {
+	out := make([]string, len(featureREs))
+	for i, f := range featureREs {
+		out[i] = f.name
+	}
+	return out
+}()
+
+// Features returns the structural features of one part of a text.
+func Features(part string) []float32 {
+	low := asciiLower(part)
+	out := make([]float32, len(featureREs))
+	for i, f := range featureREs {
+		if f.re.MatchString(low) {
+			out[i] = 1
+		}
+	}
+	return out
+}
+
+// Limits on the parts of one text: a part is at most maxPartBytes (about
+// the 256 tokens MiniLM reads), a text yields at most maxParts parts (longer
+// texts get longer windows), and the whole text is a part of its own when it
+// is at most wholeTextBytes.
+const (
+	maxPartBytes   = 600
+	maxParts       = 48
+	wholeTextBytes = 600
+)
+
+var sentenceEnd = regexp.MustCompile(`[.!?]["')\]]?\s+|\s*\|\s*|;\s+`)
+
+// Parts splits a text into the pieces the classifier scores: every line's
+// sentences, pairs of adjacent sentences (an instruction and its object are
+// often split across two), and the whole text when it is short. A long text
+// is cut into windows of consecutive sentences so that there are at most
+// maxParts parts.
+func Parts(text string) []string {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return nil
+	}
+	var sents []string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		if line == "" {
+			continue
+		}
+		last := 0
+		for _, loc := range sentenceEnd.FindAllStringIndex(line, -1) {
+			end := loc[0]
+			if line[loc[0]] != ' ' && line[loc[0]] != '|' && line[loc[0]] != ';' {
+				end = loc[0] + 1 // keep the full stop
+			}
+			if s := strings.TrimSpace(line[last:end]); s != "" {
+				sents = append(sents, s)
+			}
+			last = loc[1]
+		}
+		if s := strings.TrimSpace(line[last:]); s != "" {
+			sents = append(sents, s)
+		}
+	}
+	// Merge runs of tiny pieces (table cells, list fragments) so that no part
+	// is trivially short, and cut over-long ones.
+	var merged []string
+	for _, s := range sents {
+		if n := len(merged); n > 0 && len(merged[n-1]) < 24 && len(merged[n-1])+len(s) < maxPartBytes {
+			merged[n-1] += " " + s
+			continue
+		}
+		merged = append(merged, clip(s, maxPartBytes))
+	}
+	sents = merged
+	// Too many sentences: group them into windows.
+	if per := (len(sents) + maxParts/2 - 1) / (maxParts / 2); per > 1 {
+		var win []string
+		for i := 0; i < len(sents); i += per {
+			win = append(win, clip(strings.Join(sents[i:min(i+per, len(sents))], " "), maxPartBytes))
+		}
+		sents = win
+	}
+	seen := map[string]bool{}
+	var parts []string
+	add := func(s string) {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			parts = append(parts, s)
+		}
+	}
+	if len(text) <= wholeTextBytes {
+		add(strings.Join(strings.Fields(text), " "))
+	}
+	for i, s := range sents {
+		add(s)
+		if i+1 < len(sents) && len(s)+len(sents[i+1]) < maxPartBytes {
+			add(s + " " + sents[i+1])
+		}
+	}
+	if len(parts) > maxParts {
+		parts = parts[:maxParts]
+	}
+	return parts
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+var ngramWordRE = regexp.MustCompile(`[a-z0-9]+(?:['’][a-z]+)?`)
+
+// Ngrams returns the distinct hash buckets (of 2^bits) of a part's
+// lower-cased word unigrams and bigrams.
+func Ngrams(part string, bits int) []int {
+	if bits <= 0 {
+		return nil
+	}
+	words := ngramWordRE.FindAllString(asciiLower(part), 256)
+	mask := uint32(1)<<bits - 1
+	seen := make(map[int]bool, 2*len(words))
+	out := make([]int, 0, 2*len(words))
+	add := func(s string) {
+		h := uint32(2166136261)
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint32(s[i])) * 16777619
+		}
+		if b := int(h & mask); !seen[b] {
+			seen[b] = true
+			out = append(out, b)
+		}
+	}
+	for i, w := range words {
+		add(w)
+		if i > 0 {
+			add(words[i-1] + " " + w)
+		}
+	}
+	return out
+}
+
+// Score applies the model to one part's embedding, structural features and
+// hashed n-gram buckets.
+func (lm *LinearModel) Score(vec, feats []float32, grams []int) float64 {
+	z := float64(lm.Bias)
+	for _, b := range grams {
+		z += float64(lm.Hashed[b])
+	}
+	for i, v := range vec {
+		z += float64(lm.Weights[i]) * float64(v)
+	}
+	off := len(vec)
+	for i, f := range feats {
+		z += float64(lm.Weights[off+i]) * float64(f)
+	}
+	return 1 / (1 + math.Exp(-z))
+}
+
+// classifier scores texts with the learned models and caches the worst part
+// of each text by content hash.
+type classifier struct {
+	emb    embed.Embedder
+	models *Models
+
+	mu    sync.Mutex
+	cache map[[32]byte]partScore
+	order [][32]byte // insertion order, for eviction
+	limit int        // most cache entries (maxCacheEntries)
+
+	// Findings of whole scanned strings (rules and classifier), by hash.
+	fcache map[[32]byte][]Finding
+	forder [][32]byte
+}
+
+func (c *classifier) key(kind Kind, text string) [32]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00", kind)
+	h.Write([]byte(text))
+	var key [32]byte
+	h.Sum(key[:0])
+	return key
+}
+
+func (c *classifier) findings(key [32]byte) ([]Finding, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fs, ok := c.fcache[key]
+	return slices.Clone(fs), ok
+}
+
+func (c *classifier) storeFindings(key [32]byte, fs []Finding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.fcache[key]; ok {
+		return
+	}
+	if len(c.forder) >= c.limit {
+		delete(c.fcache, c.forder[0])
+		c.forder = c.forder[1:]
+	}
+	c.fcache[key] = slices.Clone(fs)
+	c.forder = append(c.forder, key)
+}
+
+// partScore is a text's worst part and its probability.
+type partScore struct {
+	part  string
+	score float64
+}
+
+// maxCacheEntries bounds the score cache; the oldest entries go first.
+const maxCacheEntries = 8192
+
+func newClassifier(emb embed.Embedder, m *Models) (*classifier, error) {
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	if emb.Dim() != m.Dim {
+		return nil, fmt.Errorf("poison: classifier: embedder has %d dimensions, weights want %d", emb.Dim(), m.Dim)
+	}
+	if m.EmbedModel != "" && emb.ModelID() != m.EmbedModel {
+		return nil, fmt.Errorf("poison: classifier: weights were trained on %s, the embedder is %s", m.EmbedModel, emb.ModelID())
+	}
+	return &classifier{emb: emb, models: m, cache: map[[32]byte]partScore{}, fcache: map[[32]byte][]Finding{}, limit: maxCacheEntries}, nil
+}
+
+func (c *classifier) model(kind Kind) *LinearModel {
+	if kind == KindOutput {
+		return c.models.Output
+	}
+	return c.models.Definition
+}
+
+// worst returns the highest-scoring part of text for the kind.
+func (c *classifier) worst(kind Kind, text string) (partScore, error) {
+	key := c.key(kind, text)
+	c.mu.Lock()
+	ps, ok := c.cache[key]
+	c.mu.Unlock()
+	if ok {
+		return ps, nil
+	}
+	parts := Parts(text)
+	if len(parts) == 0 {
+		return partScore{}, nil
+	}
+	vecs, err := c.emb.Embed(context.Background(), parts)
+	if err != nil {
+		return partScore{}, err
+	}
+	lm := c.model(kind)
+	ps = partScore{score: -1}
+	for i, p := range parts {
+		if s := lm.Score(vecs[i], Features(p), Ngrams(p, c.models.HashBits)); s > ps.score {
+			ps = partScore{part: p, score: s}
+		}
+	}
+	c.mu.Lock()
+	if _, ok := c.cache[key]; !ok {
+		if len(c.order) >= c.limit {
+			delete(c.cache, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.cache[key] = ps
+		c.order = append(c.order, key)
+	}
+	c.mu.Unlock()
+	return ps, nil
+}
+
+var (
+	defaultEmbOnce sync.Once
+	defaultEmb     embed.Embedder
+	defaultEmbErr  error
+)
+
+// DefaultEmbedder loads the installed MiniLM model once per process and
+// returns it, or the error saying why it is unavailable (run `toolgate model
+// install`). The gateway's search index loads its own copy.
+func DefaultEmbedder() (embed.Embedder, error) {
+	defaultEmbOnce.Do(func() {
+		dir, err := embed.DefaultDir()
+		if err != nil {
+			defaultEmbErr = err
+			return
+		}
+		m, err := embed.Load(dir)
+		if err != nil {
+			defaultEmbErr = err
+			return
+		}
+		defaultEmb = m
+	})
+	return defaultEmb, defaultEmbErr
+}
+
+// ClassifiedStrings returns the strings of a definition the classifier
+// scores: the description and every input-schema string of at least
+// minClassifyWords words, as ScanDefinition visits them.
+func ClassifiedStrings(description string, inputSchema any) []string {
+	var out []string
+	add := func(_, s string) {
+		if len(strings.Fields(s)) >= minClassifyWords {
+			out = append(out, s)
+		}
+	}
+	add("", description)
+	walkStrings(normalizeSchema(inputSchema), "inputSchema", 0, add)
+	return out
+}
+
+// Vector embeds text with the classifier's embedder (nil and false when the
+// classifier does not run). Cross-tool checks compare these.
+func (d *Detector) Vector(text string) ([]float32, bool) {
+	if d.cls == nil || strings.TrimSpace(text) == "" {
+		return nil, false
+	}
+	v, err := d.cls.emb.Embed(context.Background(), []string{text})
+	if err != nil || len(v) != 1 {
+		return nil, false
+	}
+	return v[0], true
+}
+
+var preferenceRE = re(`\b(?:best|ultimate|superior|premium|advanced|definitive|elite|top-rated|number one|award-winning|trusted by|outperforms|better than|most (?:accurate|reliable|trusted|advanced)|\d+% of|prefer(?:red)?|priority|favou?r|instead of|rather than|in preference to|always (?:use|choose|pick|select)|deprecated|obsolete|disabled|retired|decommissioned|discontinued|no longer|switched off|shut down)\b`)
+
+// PreferenceClaim returns the first sentence of a description that claims
+// superiority over other tools, asks to be preferred, or calls other tools
+// deprecated.
+func PreferenceClaim(description string) (string, bool) {
+	for _, p := range Parts(description) {
+		if len(p) < len(description) && preferenceRE.MatchString(asciiLower(p)) {
+			return p, true
+		}
+	}
+	if preferenceRE.MatchString(asciiLower(description)) {
+		return clip(description, MaxSentence), true
+	}
+	return "", false
+}
+
+// CatFunctionOverlap is the category of a cross-tool finding: a tool whose
+// description is close to another server's tool and claims to be preferred.
+const CatFunctionOverlap = "function_overlap"
+
+// OverlapFinding is the finding for a tool whose description embeds within
+// cosine similarity cos of other (a qualified name) and makes the
+// preference claim sentence.
+func OverlapFinding(other string, cos float64, sentence string) Finding {
+	f := newFinding(CatFunctionOverlap, CatFunctionOverlap, SeverityHigh, "description", excerpt("overlaps "+other, 0, MaxContext))
+	f.Detector, f.Score, f.Sentence = "cross_tool", math.Round(cos*1000)/1000, maskSecrets(clip(sentence, MaxSentence))
+	return f
+}
+
+// Cosine is the cosine similarity of two unit vectors.
+func Cosine(a, b []float32) float64 {
+	var s float64
+	for i := range min(len(a), len(b)) {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// AddFinding returns v with f added, its severity and verdict recomputed
+// against the definition threshold.
+func (d *Detector) AddFinding(v Verdict, f Finding) Verdict {
+	fs := append(slices.Clone(v.Findings), f)
+	return d.verdict(fs, d.defThreshold)
+}

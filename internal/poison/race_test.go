@@ -1,0 +1,5 @@
+//go:build race
+
+package poison
+
+const raceEnabled = true
