@@ -16,20 +16,33 @@ import (
 
 // events collects a proxy's reports.
 type events struct {
-	mu  sync.Mutex
-	all []Event
+	mu    sync.Mutex
+	all   []Event
+	taken int // how many last has returned past
 }
 
 func (e *events) add(ev Event) { e.mu.Lock(); e.all = append(e.all, ev); e.mu.Unlock() }
 
+// last waits for an event newer than those seen by the previous call and
+// returns the newest: the proxy reports a connection when it ends, which
+// may be just after the client has its answer.
 func (e *events) last(t *testing.T) Event {
 	t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.all) == 0 {
-		t.Fatal("no event recorded")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e.mu.Lock()
+		if n := len(e.all); n > e.taken {
+			e.taken = n
+			ev := e.all[n-1]
+			e.mu.Unlock()
+			return ev
+		}
+		e.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no event recorded")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return e.all[len(e.all)-1]
 }
 
 // startProxy serves a proxy with the given allow list on a loopback port.
