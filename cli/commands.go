@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -147,8 +148,13 @@ func serveHTTP(ctx context.Context, ln net.Listener, g *gateway.Gateway, listen 
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !g.AuthEnabled() {
 		log.Warn("serving without authentication on a non-loopback address (--insecure-no-auth)", "addr", ln.Addr().String())
 	}
-	srv := g.HTTPServer(listen)
 	log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
+	return serveUntilDone(ctx, g.HTTPServer(listen), ln)
+}
+
+// serveUntilDone serves srv on ln until ctx ends, then shuts it down,
+// giving requests in flight up to 5 s.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -98,15 +98,5 @@ func llmProxyHandler(g *gateway.Gateway, log *slog.Logger, listen string) (http.
 func serveLLMProxy(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("serving the LLM proxy", "anthropic_base_url", "http://"+ln.Addr().String(), "openai_base_url", "http://"+ln.Addr().String()+"/v1")
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	return nil
+	return serveUntilDone(ctx, srv, ln)
 }
