@@ -404,7 +404,7 @@ func NormalizeHash(h string) (string, error) {
 	h = strings.ToLower(strings.TrimSpace(h))
 	h = strings.TrimPrefix(h, "sha256:")
 	if len(h) != 64 {
-		return "", fmt.Errorf("hash %q: want 64 hex digits (a SHA-256), optionally prefixed sha256:", h)
+		return "", fmt.Errorf("hash %q: want 64 hex digits (a SHA-256), optionally prefixed \"sha256:\"", h)
 	}
 	if _, err := hex.DecodeString(h); err != nil {
 		return "", fmt.Errorf("hash %q: not hex", h)

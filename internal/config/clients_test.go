@@ -341,7 +341,7 @@ func TestEnvFile(t *testing.T) {
 		t.Errorf("fetch env = %v", env)
 	}
 	dir := t.TempDir()
-	cfg, err = Parse([]byte(`{"mcpServers":{
+	_, err = Parse([]byte(`{"mcpServers":{
 		"missing":{"command":"x","envFile":"nope.env"},
 		"unset":{"command":"x","envFile":"${workspaceFolder}/.env"},
 		"remote":{"url":"https://h/mcp","envFile":"x.env"}

@@ -436,8 +436,6 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return k, err
 }
 
-type addrKey struct{}
-
 // withAddr records the address of the connection a forwarded request
 // goes out on, new or reused.
 func withAddr(ctx context.Context, addr *string) context.Context {

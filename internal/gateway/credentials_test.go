@@ -54,11 +54,10 @@ func TestAuthFailure(t *testing.T) {
 
 // authServer is an MCP server over HTTP that requires a bearer token.
 type authServer struct {
-	mu      sync.Mutex
-	want    string
-	seen    []seenRequest
-	srv     *httptest.Server
-	handler http.Handler
+	mu   sync.Mutex
+	want string
+	seen []seenRequest
+	srv  *httptest.Server
 }
 
 func newAuthServer(t *testing.T, want string) *authServer {

@@ -482,12 +482,3 @@ func (g *Gateway) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-// jsonText renders v as indented JSON for text content.
-func jsonText(v any) string {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
-}

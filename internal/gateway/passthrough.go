@@ -1,5 +1,7 @@
 package gateway
 
+//lint:file-ignore SA1019 passthrough relays MCP's logging, sampling and roots features while clients and upstreams still use them; SEP-2577 deprecates them with a long window.
+
 import (
 	"context"
 	"errors"
@@ -547,7 +549,8 @@ func (p *passthrough) admit(ctx context.Context, server string) error {
 
 func hasResources(c *mcp.ServerCapabilities) bool { return c.Resources != nil }
 func hasPrompts(c *mcp.ServerCapabilities) bool   { return c.Prompts != nil }
-func hasLogging(c *mcp.ServerCapabilities) bool   { return c.Logging != nil }
+
+func hasLogging(c *mcp.ServerCapabilities) bool { return c.Logging != nil }
 
 // fanOut runs f for each server concurrently with the request's session
 // tracked, and returns the results in server order; a failing upstream is

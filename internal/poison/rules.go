@@ -38,13 +38,6 @@ type match struct {
 	sev  Severity
 }
 
-func (m *match) group(i int) string {
-	if 2*i+1 >= len(m.loc) || m.loc[2*i] < 0 {
-		return ""
-	}
-	return m.seg.text[m.loc[2*i]:m.loc[2*i+1]]
-}
-
 // re compiles a built-in pattern. Patterns are written in lower case and
 // matched against text lower-cased by asciiLower (same byte offsets), which
 // is several times faster than (?i).

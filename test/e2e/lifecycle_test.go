@@ -127,7 +127,7 @@ func TestLifecycleLazyStartFromCache(t *testing.T) {
 	})
 
 	// First run: no cache.
-	cs, logs := startStdio(t, cfg, "--state-dir", stateDir)
+	cs, _ := startStdio(t, cfg, "--state-dir", stateDir)
 	if got := search(t, cs, "zebra echo message", 1); !slices.Equal(got, []string{"lazyfake__echo"}) {
 		t.Fatalf("search = %v, want lazyfake__echo", got)
 	}
@@ -146,7 +146,7 @@ func TestLifecycleLazyStartFromCache(t *testing.T) {
 	}
 
 	// Second run: the cache answers; nothing starts until a call.
-	cs, logs = startStdio(t, cfg, "--state-dir", stateDir)
+	cs, logs := startStdio(t, cfg, "--state-dir", stateDir)
 	if got := search(t, cs, "zebra echo message", 1); !slices.Equal(got, []string{"lazyfake__echo"}) {
 		t.Fatalf("second run: search = %v, want lazyfake__echo", got)
 	}
