@@ -23,7 +23,8 @@ const (
 // call_tool runs them, but not the discovery gate, which protects against
 // an LLM calling what it was never shown, not against the person who runs
 // the gateway. The decision is recorded with session "operator" and the
-// field operator=true. A refusal is an isError result, as for call_tool.
+// field operator=true. A refusal is an isError result, as for call_tool, and
+// secrets are masked in the result as they are for a client.
 func (g *Gateway) OperatorCall(ctx context.Context, toolName string, args map[string]any) *mcp.CallToolResult {
 	if args == nil {
 		args = map[string]any{}
@@ -41,5 +42,7 @@ func (g *Gateway) OperatorCall(ctx context.Context, toolName string, args map[st
 	if err != nil {
 		return denialResult(toolName, err)
 	}
-	return res
+	// No MCP server (and so no seal) stands between this result and the
+	// terminal or script that asked for it.
+	return g.redactResult(res)
 }

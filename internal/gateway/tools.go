@@ -54,12 +54,11 @@ If a call fails because of an expired or missing credential, ask the user to upd
 func (g *Gateway) newMCPServer(sc scope) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate MCP gateway", Version: Version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(g.log)})
-	// Every result leaves through the redactor: upstream output, error
-	// text and tool descriptions alike.
+	// Results are redacted on their way out by the seal every client-facing
+	// server carries (see seal), not here.
 	handle := func(h func(context.Context, scope, *mcp.CallToolRequest) (*mcp.CallToolResult, error)) mcp.ToolHandler {
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := h(ctx, sc, req)
-			return g.redactResult(res), err
+			return h(ctx, sc, req)
 		}
 	}
 	s.AddTool(searchToolDef(sc), handle(g.handleSearch))
