@@ -200,10 +200,7 @@ func when(t *time.Time) string {
 func lookupTool(f *pin.File, server, tool string) (*pin.ToolPin, error) {
 	p := f.Tool(server, tool)
 	if p == nil {
-		if len(f.Tools[server]) == 0 {
-			return nil, fmt.Errorf("no pins for server %q (is this the gateway's --state-dir?)", server)
-		}
-		return nil, fmt.Errorf("no pin for tool %q of server %q", tool, server)
+		return nil, pin.MissingError(f, server, tool)
 	}
 	return p, nil
 }
@@ -246,42 +243,7 @@ func pinsTrust(st *pin.Store, server, tool, hash string, w io.Writer) error {
 		}
 		hash = h
 	}
-	var msg string
-	err := st.Update(func(f *pin.File) (bool, error) {
-		now := time.Now().UTC()
-		p := f.Tool(server, tool)
-		switch {
-		case hash == "" && p == nil:
-			_, err := lookupTool(f, server, tool)
-			return false, err
-		case hash == "" && p.Observed == nil:
-			if p.Hash == "" {
-				return false, fmt.Errorf("nothing seen to trust for %s/%s", server, tool)
-			}
-			msg = fmt.Sprintf("%s/%s: already pinned at sha256:%s; nothing new to trust", server, tool, p.Hash)
-			return false, nil
-		case hash == "" || (p != nil && p.Observed != nil && p.Observed.Hash == hash):
-			p.Hash, p.Definition, p.PinnedAt, p.Observed = p.Observed.Hash, p.Observed.Definition, &now, nil
-			msg = fmt.Sprintf("%s/%s: pinned sha256:%s", server, tool, p.Hash)
-			return true, nil
-		case p != nil && p.Hash == hash:
-			msg = fmt.Sprintf("%s/%s: already pinned at sha256:%s", server, tool, hash)
-			return false, nil
-		default:
-			// A hash the gateway has not seen (e.g. from a reviewed policy):
-			// pin it without a definition.
-			if p == nil {
-				p = &pin.ToolPin{}
-				f.SetTool(server, tool, p)
-			}
-			p.Hash, p.Definition, p.PinnedAt = hash, nil, &now
-			msg = fmt.Sprintf("%s/%s: pinned sha256:%s (not the definition last seen; calls stay blocked until the server serves it)", server, tool, hash)
-			if p.Observed == nil {
-				msg = fmt.Sprintf("%s/%s: pinned sha256:%s", server, tool, hash)
-			}
-			return true, nil
-		}
-	})
+	msg, err := st.Trust(server, tool, hash)
 	if err != nil {
 		return err
 	}

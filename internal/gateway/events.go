@@ -60,6 +60,7 @@ func (g *Gateway) emit(ctx context.Context, e extension.Event) {
 func (g *Gateway) record(ctx context.Context, e extension.Event) error {
 	g.log.DebugContext(ctx, "event", "type", e.Type, "server", e.Server, "tool", e.Tool, "action", e.Action, "reason", e.Reason)
 	g.metrics.observe(e)
+	g.observe(ctx, e)
 	if g.audit == nil {
 		return nil
 	}

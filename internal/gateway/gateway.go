@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -102,6 +104,11 @@ type Gateway struct {
 
 	// authn authenticates HTTP callers; nil when the config has no "auth".
 	authn *auth.Authenticator
+
+	// console is the web console's handler (MountConsole); observer sees
+	// every recorded event (Observe).
+	console  http.Handler
+	observer atomic.Pointer[observer]
 }
 
 // listState serialises the listing of one server, remembers which start

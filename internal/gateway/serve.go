@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -123,6 +124,10 @@ func (g *Gateway) httpHandler(t httpTimeouts, listen string) http.Handler {
 		mux.Handle("/", a.Require(auth.Requirement{}, http.NotFoundHandler()))
 	}
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(mcpHandler))
+	if g.console != nil {
+		mux.Handle(ConsolePath, g.consoleHandler())
+		mux.Handle(strings.TrimSuffix(ConsolePath, "/"), http.RedirectHandler(ConsolePath, http.StatusMovedPermanently))
+	}
 	mux.Handle("/status", small(status))
 	mux.Handle("/metrics", small(metrics))
 	allowed := g.cfg.HTTP.AllowedHosts

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/netguard"
+	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -501,6 +502,8 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 // result. Meta-tools and passthrough share it, so every filter applies in
 // both.
 func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, send func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
+	// The filters' steps go with the call's events to the event stream.
+	ctx = pipeline.WithTrace(ctx)
 	server, tool := req.ServerName, req.Tool
 	t, ok := g.cat.Lookup(req.ToolName)
 	// Route by the catalogue entry, and only when the name splits back to

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sort"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -121,9 +122,15 @@ func (p *Pipeline) Close() error {
 
 // Search passes results through every search filter.
 func (p *Pipeline) Search(ctx context.Context, req *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
+	tr := TraceFrom(ctx)
 	for _, s := range p.search {
 		var out []extension.SearchResult
+		start := time.Now()
 		err := safe(func() (err error) { out, err = s.f(ctx, req, results); return err })
+		if tr != nil {
+			v, rule := verdict(err)
+			tr.add(Step{Extension: s.id, Pipeline: "search", Verdict: v, Rule: rule, Duration: time.Since(start), Hid: hidden(results, out)})
+		}
 		if err != nil {
 			return nil, p.denial(s.id, "search", err)
 		}
@@ -134,8 +141,15 @@ func (p *Pipeline) Search(ctx context.Context, req *extension.SearchRequest, res
 
 // Call runs the call filters; a non-nil error is a *extension.Denial.
 func (p *Pipeline) Call(ctx context.Context, req *extension.CallRequest) error {
+	tr := TraceFrom(ctx)
 	for _, s := range p.call {
-		if err := safe(func() error { return s.f(ctx, req) }); err != nil {
+		start := time.Now()
+		err := safe(func() error { return s.f(ctx, req) })
+		if tr != nil {
+			v, rule := verdict(err)
+			tr.add(Step{Extension: s.id, Pipeline: "call", Verdict: v, Rule: rule, Duration: time.Since(start)})
+		}
+		if err != nil {
 			return p.denial(s.id, "call", err)
 		}
 	}
@@ -167,9 +181,15 @@ func (p *Pipeline) List(ctx context.Context, req *extension.ListRequest, tools [
 
 // Response passes an upstream result through the response filters.
 func (p *Pipeline) Response(ctx context.Context, req *extension.CallRequest, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	tr := TraceFrom(ctx)
 	for _, s := range p.response {
 		var out *mcp.CallToolResult
+		start := time.Now()
 		err := safe(func() (err error) { out, err = s.f(ctx, req, res); return err })
+		if tr != nil {
+			v, rule := verdict(err)
+			tr.add(Step{Extension: s.id, Pipeline: "response", Verdict: v, Rule: rule, Duration: time.Since(start)})
+		}
 		if err != nil {
 			return nil, p.denial(s.id, "response", err)
 		}
@@ -207,4 +227,28 @@ func safe(f func() error) (err error) {
 		}
 	}()
 	return f()
+}
+
+// hidden names the tools of before that a search filter left out of after.
+func hidden(before, after []extension.SearchResult) []string {
+	kept := make(map[string]bool, len(after))
+	for _, r := range after {
+		kept[r.Name] = true
+	}
+	var out []string
+	for _, r := range before {
+		if !kept[r.Name] {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// asDenial reports a denial's rule (empty when the filter set none).
+func asDenial(err error) (string, bool) {
+	d, ok := extension.AsDenial(err)
+	if !ok {
+		return "", false
+	}
+	return d.Rule, true
 }
