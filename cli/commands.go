@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/console"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -148,8 +149,12 @@ func serveHTTP(ctx context.Context, ln net.Listener, g *gateway.Gateway, listen 
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !g.AuthEnabled() {
 		log.Warn("serving without authentication on a non-loopback address (--insecure-no-auth)", "addr", ln.Addr().String())
 	}
-	log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
-	return serveUntilDone(ctx, g.HTTPServer(listen), ln)
+	cons := console.New(g, console.Options{Logger: log})
+	g.MountConsole(cons.Handler())
+	srv := g.HTTPServer(listen)
+	srv.RegisterOnShutdown(cons.Close)
+	log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp", "console", "http://"+ln.Addr().String()+gateway.ConsolePath)
+	return serveUntilDone(ctx, srv, ln)
 }
 
 // serveUntilDone serves srv on ln until ctx ends, then shuts it down,

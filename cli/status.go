@@ -47,6 +47,7 @@ func runStatus(ctx context.Context, addr string, asJSON bool, stdout io.Writer) 
 		return err
 	}
 	fmt.Fprintf(stdout, "toolgate %s, pid %d: %d server(s), %d tool(s)\n", st.Version, st.PID, len(st.Servers), st.Tools)
+	fmt.Fprintf(stdout, "console: %s%s\n", statusBase(addr), gateway.ConsolePath)
 	if st.Audit != nil {
 		fmt.Fprintf(stdout, "audit chain at seq %d, hash %s\n", st.Audit.Seq, st.Audit.Hash)
 	}
@@ -103,11 +104,7 @@ func printEgress(stdout io.Writer, st *gateway.Status) error {
 // fetchStatus reads GET /status from the gateway at addr (a --listen
 // address or a base URL).
 func fetchStatus(ctx context.Context, addr string) (*gateway.Status, []byte, error) {
-	base := strings.TrimSuffix(addr, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	base = strings.TrimSuffix(base, "/mcp")
+	base := statusBase(addr)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
@@ -143,4 +140,14 @@ func ago(now, t time.Time) string {
 		return "in " + (-d).String()
 	}
 	return d.String() + " ago"
+}
+
+// statusBase is the gateway's base URL from --addr (a --listen address or
+// a URL, with or without /mcp).
+func statusBase(addr string) string {
+	base := strings.TrimSuffix(addr, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return strings.TrimSuffix(base, "/mcp")
 }
