@@ -181,6 +181,16 @@ func (c *Console) trust(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, errNoPins.Error())
 		return
 	}
+	// The button trusts the definition the page showed, nothing else
+	// (`toolgate pins trust --hash` can pin a hash never seen; the
+	// console cannot).
+	if f, err := st.Latest(); err != nil {
+		writeError(w, http.StatusInternalServerError, "trust: "+c.g.Redact(err.Error()))
+		return
+	} else if p := f.Tool(server, tool); p == nil || p.Observed == nil || p.Observed.Hash != h {
+		writeError(w, http.StatusConflict, fmt.Sprintf("trust: %s/%s has no changed definition sha256:%s to trust (it may have changed again, or been trusted already): reload the page", server, tool, short(h)))
+		return
+	}
 	msg, err := st.Trust(server, tool, h)
 	fields := map[string]any{"via": "console", "hash": "sha256:" + h}
 	if err != nil {
@@ -196,4 +206,11 @@ func (c *Console) trust(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.reply(w, r, http.StatusOK, msg, base+"pins")
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }

@@ -52,15 +52,18 @@ func (c *Console) search(r *http.Request) SearchData {
 	if d.Query == "" {
 		return d
 	}
+	query := d.Query
+	// The query is shown back; a secret typed into it is not.
+	d.Query = c.g.Redact(d.Query)
 	ctx := pipeline.WithTrace(r.Context())
-	req := &extension.SearchRequest{Query: d.Query, TopK: d.TopK, Session: "console", Principal: extension.PrincipalFrom(ctx).ID()}
+	req := &extension.SearchRequest{Query: query, TopK: d.TopK, Session: "console", Principal: extension.PrincipalFrom(ctx).ID()}
 	results, note, err := c.g.Search(ctx, req)
 	if err != nil {
 		d.Error = c.g.Redact(err.Error())
 		return d
 	}
 	d.Note = note
-	parts, err := c.g.SearchParts(ctx, d.Query)
+	parts, err := c.g.SearchParts(ctx, query)
 	if err != nil {
 		parts = nil
 	}
@@ -69,7 +72,7 @@ func (c *Console) search(r *http.Request) SearchData {
 		d.Results = append(d.Results, Ranked{Name: c.g.Redact(res.Name), Description: c.g.Redact(firstLine(res.Description)), Score: res.Score, Lexical: p.Lexical, Dense: p.Dense})
 	}
 	tr := pipeline.TraceFrom(ctx).Steps()
-	d.Steps = steps(tr)
+	d.Steps = append(d.Steps, steps(tr)...)
 	for _, s := range tr {
 		for _, name := range s.Hid {
 			p := parts[name]
@@ -100,4 +103,3 @@ func (c *Console) pageSearch(w http.ResponseWriter, r *http.Request) {
 func (c *Console) apiSearch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c.search(r))
 }
-
