@@ -39,9 +39,22 @@ try {
     const r = await mcp.callTool({ name: 'call_tool', arguments: { tool_name: tool, arguments: args } });
     return { isError: !!r.isError, text: (r.content || []).map((c) => c.text || '').join('') };
   };
-  await mcp.callTool({ name: 'search_tools', arguments: { query: 'echo a message, add two numbers, canary', top_k: 20 } });
+  await mcp.callTool({ name: 'search_tools', arguments: { query: 'echo a message, add two numbers', top_k: 20 } });
+  await mcp.callTool({ name: 'search_tools', arguments: { query: 'fails with a protocol error', top_k: 5 } });
 
   const desktop = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+  const pp = await phone.newPage();
+  pp.setDefaultTimeout(timeout);
+  // A page at phone width: no wider than the window, no secret, captured.
+  const phoneShot = async (name) => {
+    await pp.goto(base + paths[name]);
+    await pp.getByRole('heading', { level: 1 }).waitFor();
+    const wide = await pp.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    if (wide > 1) { throw new Error(name + ' is ' + wide + ' px wider than a phone'); }
+    if ((await pp.content()).includes(canary)) { throw new Error(name + ' (phone) shows the secret'); }
+    await pp.screenshot({ path: join(shots, 'phone-' + name + '.png') });
+  };
   const page = await desktop.newPage();
   page.setDefaultTimeout(timeout);
   page.on('pageerror', (e) => errors.push(String(e)));
@@ -91,7 +104,10 @@ try {
   await callTool('canary__fail_rpc', {});
   const refusal = page.locator('li.ev', { hasText: 'everything__echo' }).filter({ has: page.locator('.badge-block') }).first();
   await refusal.locator('.reason', { hasText: 'version_pinning' }).waitFor();
-  await page.locator('li.ev', { hasText: 'canary__fail_rpc' }).first().waitFor();
+  // The canary server's error carries the secret: the row shows it masked.
+  const failedRow = page.locator('li.ev', { hasText: 'canary__fail_rpc' }).filter({ has: page.locator('.badge-error') }).first();
+  await failedRow.locator('summary').click();
+  await failedRow.locator('dd', { hasText: '[REDACTED]' }).first().waitFor();
   await noSecret('activity');
   await shot('activity');
   log('the blocked call appeared with its reason (version_pinning)');
@@ -115,6 +131,7 @@ try {
   await page.locator('table.diff tr.d-changed').first().waitFor();
   await noSecret('pins');
   await shot('pins');
+  await phoneShot('pins');
   await page.getByRole('button', { name: 'Trust the new definition of everything__echo' }).click();
   await page.locator('.done', { hasText: 'everything/echo: pinned sha256:' }).waitFor();
   const passed = await callTool('everything__echo', { message: 'hello' });
@@ -142,17 +159,9 @@ try {
   await shot('servers');
   log('search, charts and servers captured at 1280x800');
 
-  // Phone width: every page, and no page wider than the window.
-  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
-  const pp = await phone.newPage();
-  pp.setDefaultTimeout(timeout);
+  // Phone width: every page (the Pins page was captured with its diff).
   for (const name of pages) {
-    await pp.goto(base + paths[name]);
-    await pp.getByRole('heading', { level: 1 }).waitFor();
-    const wide = await pp.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    if (wide > 1) { throw new Error(name + ' is ' + wide + ' px wider than a phone'); }
-    if ((await pp.content()).includes(canary)) { throw new Error(name + ' (phone) shows the secret'); }
-    await pp.screenshot({ path: join(shots, 'phone-' + name + '.png') });
+    if (name !== 'pins') { await phoneShot(name); }
   }
   log('every page fits 390x844');
 
