@@ -65,12 +65,14 @@ func newHarness(t *testing.T, keys ...config.APIKey) *harness {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "3"}}}, nil
 		})
 	up.AddTool(&mcp.Tool{Name: "drop_table", Description: "Drops a table", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	cfg := &config.Config{
 		Servers: map[string]*config.Server{"up": {Name: "up", Command: "in-process", Transport: config.TransportStdio}},
 		Filters: config.Filters{SimilarityThreshold: 0.05, Extensions: map[string]json.RawMessage{
 			"access_control": json.RawMessage(`{"deny_patterns": ["*__drop_*"]}`)}},
-		Audit:   config.Audit{RecordArguments: true},
+		Audit: config.Audit{RecordArguments: true},
 	}
 	if len(keys) > 0 {
 		cfg.Auth = &config.Auth{APIKeys: keys}

@@ -125,11 +125,17 @@ func (p *Pipeline) Search(ctx context.Context, req *extension.SearchRequest, res
 	tr := TraceFrom(ctx)
 	for _, s := range p.search {
 		var out []extension.SearchResult
+		// A filter may drop results in place (slices.DeleteFunc): the
+		// names are taken before it runs.
+		var before []string
+		if tr != nil {
+			before = names(results)
+		}
 		start := time.Now()
 		err := safe(func() (err error) { out, err = s.f(ctx, req, results); return err })
 		if tr != nil {
 			v, rule := verdict(err)
-			tr.add(Step{Extension: s.id, Pipeline: "search", Verdict: v, Rule: rule, Duration: time.Since(start), Hid: hidden(results, out)})
+			tr.add(Step{Extension: s.id, Pipeline: "search", Verdict: v, Rule: rule, Duration: time.Since(start), Hid: hidden(before, out)})
 		}
 		if err != nil {
 			return nil, p.denial(s.id, "search", err)
@@ -229,16 +235,24 @@ func safe(f func() error) (err error) {
 	return f()
 }
 
+func names(rs []extension.SearchResult) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Name
+	}
+	return out
+}
+
 // hidden names the tools of before that a search filter left out of after.
-func hidden(before, after []extension.SearchResult) []string {
+func hidden(before []string, after []extension.SearchResult) []string {
 	kept := make(map[string]bool, len(after))
 	for _, r := range after {
 		kept[r.Name] = true
 	}
 	var out []string
-	for _, r := range before {
-		if !kept[r.Name] {
-			out = append(out, r.Name)
+	for _, n := range before {
+		if !kept[n] {
+			out = append(out, n)
 		}
 	}
 	return out

@@ -98,3 +98,21 @@ func FuzzTokenize(f *testing.F) {
 		}
 	})
 }
+
+// TestExplainParts: Explain gives the lexical part of each matching
+// document on Search's scale; a lexical index has no dense part.
+func TestExplainParts(t *testing.T) {
+	l := NewLexical()
+	ctx := context.Background()
+	if err := l.Set(ctx, "s", []Doc{{ID: "s__echo", Name: "echo", Description: "Echoes a message"}, {ID: "s__add", Name: "add", Description: "Adds numbers"}}); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := l.Explain(ctx, "echo message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := l.Search(ctx, "echo message", 10, 0)
+	if len(parts) != 1 || len(res.Hits) != 1 || parts["s__echo"].Lexical != res.Hits[0].Score || parts["s__echo"].Dense != nil {
+		t.Errorf("parts %+v, search %+v", parts, res.Hits)
+	}
+}
