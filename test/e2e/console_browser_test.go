@@ -86,6 +86,9 @@ func TestConsoleBrowser(t *testing.T) {
 	if !strings.Contains(g.Logs.String(), `console=`+base+`/ui/`) {
 		t.Errorf("the startup log line does not link the console:\n%s", g.Logs)
 	}
+	if out, err := exec.Command(binPath, "status", "--addr", base).CombinedOutput(); err != nil || !strings.Contains(string(out), "console: "+base+"/ui/") {
+		t.Errorf("toolgate status does not link the console (%v):\n%s", err, out)
+	}
 	shots := consoleArtifacts()
 	if err := os.RemoveAll(shots); err != nil {
 		t.Fatal(err)
