@@ -62,6 +62,7 @@ func New(g *gateway.Gateway, opts Options) *Console {
 	c.events = newEventRing(opts.RingSize)
 	c.charts = newCharts()
 	c.routes()
+	c.backfill(g.AuditPath())
 	g.Observe(c.observe)
 	return c
 }

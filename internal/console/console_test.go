@@ -746,3 +746,28 @@ func TestChartsBounded(t *testing.T) {
 		t.Errorf("p99 %v, want within the 100 ms bucket", p99)
 	}
 }
+
+// TestBackfillFromAuditLog: a console started on a gateway that already
+// recorded events shows them (from the audit log's tail), redacted.
+func TestBackfillFromAuditLog(t *testing.T) {
+	h := newHarness(t)
+	h.call("up__echo", map[string]any{"message": "before " + canary})
+	c2 := New(h.g, Options{})
+	defer c2.Close()
+	var called *Event
+	for _, e := range c2.events.since(0) {
+		if e.Type == audit.ToolCalled && e.Tool == "echo" {
+			called = &e
+		}
+	}
+	if called == nil {
+		t.Fatalf("the new console has no tool_called event: %+v", c2.events.since(0))
+	}
+	args, _ := json.Marshal(called.Fields)
+	if strings.Contains(string(args), canary) || !strings.Contains(string(args), secrets.Mask) {
+		t.Errorf("backfilled fields: %s", args)
+	}
+	if d := c2.charts.snapshot(time.Now()); len(d.Servers) != 1 || d.Servers[0].Calls != 1 {
+		t.Errorf("backfilled charts: %+v", d.Servers)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/pipeline"
@@ -84,14 +85,9 @@ func (c *Console) search(r *http.Request) SearchData {
 }
 
 func firstLine(s string) string {
-	for i, r := range s {
-		if r == '\n' {
-			s = s[:i]
-			break
-		}
-	}
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	s, _, _ = strings.Cut(s, "\n")
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
 	}
 	return s
 }
