@@ -24,15 +24,15 @@ build:
 
 # The npm MCP servers used by the example config and the end-to-end tests,
 # pinned in package-lock.json, and the embedding model for semantic search.
-deps: node_modules/.installed model chromium
+deps: node_modules/.installed model
 node_modules/.installed: package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Debian's Chromium, for the web console's browser test (test/console; the
 # test never uses a browser Playwright downloads). Installed with apt when
-# missing and running as root; otherwise the test says how and is skipped
-# (it fails under CI=true).
+# missing and running as root (make test and make e2e ask for it);
+# otherwise the test says how and is skipped (it fails under CI=true).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then \
@@ -61,14 +61,14 @@ run: build deps
 run-stdio: build deps
 	$(BIN) serve --config $(CONFIG)
 
-test: deps
+test: deps chromium
 	$(GO) vet ./...
 	TOOLGATE_REQUIRE_MODEL=1 $(GO) test -race -count=1 -timeout 25m ./...
 
 unit:
 	$(GO) test -race -short ./...
 
-e2e: deps
+e2e: deps chromium
 	$(GO) test -race -count=1 -timeout 25m ./test/e2e/...
 
 lint:
@@ -86,7 +86,7 @@ staticcheck:
 
 # The README's console screenshots: docs/console/PAGE.png (1280x800), taken
 # by the browser test against npm servers.
-screenshots: deps
+screenshots: deps chromium
 	DOCS_DIR=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestConsoleBrowser$$' ./test/e2e/
 
 # Regenerate the ExtMCP gRPC code from proto/ (needs protoc: apt-get install protobuf-compiler).

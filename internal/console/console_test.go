@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/extension"
 	_ "github.com/toolgate/toolgate/extensions/all"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
@@ -769,5 +770,38 @@ func TestBackfillFromAuditLog(t *testing.T) {
 	}
 	if d := c2.charts.snapshot(time.Now()); len(d.Servers) != 1 || d.Servers[0].Calls != 1 {
 		t.Errorf("backfilled charts: %+v", d.Servers)
+	}
+}
+
+// TestMarkupFromUpstreamsIsEscaped: names, reasons and fields come from
+// upstream servers and clients; a page and a stream message show them as
+// text, never as markup, and the pages forbid inline script.
+func TestMarkupFromUpstreamsIsEscaped(t *testing.T) {
+	h := newHarness(t)
+	const evil = `<img src=x onerror="alert(1)"><script>alert(2)</script>`
+	ch := h.stream("/ui/api/stream")
+	if err := h.g.Record(context.Background(), extension.Event{Type: audit.Detection, Server: "up", Tool: "echo", Action: "block",
+		Reason: evil, Fields: map[string]any{"sentence": evil, evil: []any{evil}}}); err != nil {
+		t.Fatal(err)
+	}
+	m := next(t, ch, func(e Event) bool { return e.Type == audit.Detection })
+	if m.Event.Reason != evil || strings.Contains(m.HTML, "<script>") || strings.Contains(m.HTML, "<img") || !strings.Contains(m.HTML, "&lt;script&gt;") {
+		t.Errorf("stream row: %s", m.HTML)
+	}
+	for _, p := range []string{"/ui/activity", "/ui/detections", "/ui/search?q=" + url.QueryEscape(evil)} {
+		code, body := h.request("GET", p, nil)
+		if code != http.StatusOK || strings.Contains(body, "<script>alert") || strings.Contains(body, "<img src=x") {
+			t.Errorf("GET %s: %d, holds live markup", p, code)
+		}
+	}
+	req, _ := http.NewRequest("GET", h.srv.URL+"/ui/", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("CSP %q", csp)
 	}
 }
