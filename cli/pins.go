@@ -252,21 +252,7 @@ func pinsTrust(st *pin.Store, server, tool, hash string, w io.Writer) error {
 }
 
 func pinsTrustBinary(st *pin.Store, server string, w io.Writer) error {
-	var msg string
-	err := st.Update(func(f *pin.File) (bool, error) {
-		b := f.Binaries[server]
-		switch {
-		case b == nil:
-			return false, fmt.Errorf("no executable pinned or seen for server %q", server)
-		case b.Observed == nil:
-			msg = fmt.Sprintf("%s: executable already pinned (%s, sha256:%s); nothing new to trust", server, b.Path, b.Hash)
-			return false, nil
-		}
-		now := time.Now().UTC()
-		b.Command, b.Path, b.Hash, b.PinnedAt, b.Observed = b.Observed.Command, b.Observed.Path, b.Observed.Hash, &now, nil
-		msg = fmt.Sprintf("%s: pinned executable %s (sha256:%s)", server, b.Path, b.Hash)
-		return true, nil
-	})
+	msg, err := st.TrustBinary(server, "")
 	if err != nil {
 		return err
 	}

@@ -56,3 +56,28 @@ func MissingError(f *File, server, tool string) error {
 	}
 	return fmt.Errorf("no pin for tool %q of server %q", tool, server)
 }
+
+// TrustBinary accepts the executable last seen for a stdio server (with
+// pin_binary): exactly the one with hash, or whichever was seen when hash
+// is "". It returns a sentence saying what changed; `toolgate pins trust
+// --binary` and the console both run it.
+func (s *Store) TrustBinary(server, hash string) (string, error) {
+	var msg string
+	err := s.Update(func(f *File) (bool, error) {
+		b := f.Binaries[server]
+		switch {
+		case b == nil:
+			return false, fmt.Errorf("no executable pinned or seen for server %q", server)
+		case b.Observed == nil:
+			msg = fmt.Sprintf("%s: executable already pinned (%s, sha256:%s); nothing new to trust", server, b.Path, b.Hash)
+			return false, nil
+		case hash != "" && b.Observed.Hash != hash:
+			return false, fmt.Errorf("%s: the executable seen is sha256:%s, not sha256:%s", server, b.Observed.Hash, hash)
+		}
+		now := time.Now().UTC()
+		b.Command, b.Path, b.Hash, b.PinnedAt, b.Observed = b.Observed.Command, b.Observed.Path, b.Observed.Hash, &now, nil
+		msg = fmt.Sprintf("%s: pinned executable %s (sha256:%s)", server, b.Path, b.Hash)
+		return true, nil
+	})
+	return msg, err
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	_ "github.com/toolgate/toolgate/extensions/all"
+	"github.com/toolgate/toolgate/extensions/pin"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -644,6 +645,9 @@ func TestAuthOperatorOnly(t *testing.T) {
 	if code, _ := h.request("GET", "/ui/api/servers", nil); code != http.StatusUnauthorized {
 		t.Errorf("no token: %d, want 401", code)
 	}
+	if code, _ := h.request("GET", "/ui/pins", nil, "Accept", "text/html,application/xhtml+xml"); code != http.StatusSeeOther {
+		t.Errorf("a browser without a token: %d, want 303 to the login page", code)
+	}
 	if code, _ := h.request("GET", "/ui/", nil, "Authorization", "Bearer dev-key"); code != http.StatusForbidden {
 		t.Errorf("token without the operator group: %d, want 403", code)
 	}
@@ -803,5 +807,44 @@ func TestMarkupFromUpstreamsIsEscaped(t *testing.T) {
 	csp := resp.Header.Get("Content-Security-Policy")
 	if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") {
 		t.Errorf("CSP %q", csp)
+	}
+}
+
+// TestTrustBinaryButton: a server executable that differs from its pin
+// (pin_binary) is trusted from the Pins page, for the hash shown only.
+func TestTrustBinaryButton(t *testing.T) {
+	h := newHarness(t)
+	st := h.c.pinStore()
+	old, seen := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	if err := st.Update(func(f *pin.File) (bool, error) {
+		f.Binaries["up"] = &pin.BinaryPin{Command: "up-server", Path: "/opt/up/v1", Hash: old,
+			Observed: &pin.BinaryObservation{Command: "up-server", Path: "/opt/up/v2", Hash: seen, SeenAt: time.Now()}}
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := h.request("GET", "/ui/pins", nil)
+	if code != http.StatusOK || !strings.Contains(body, "Trust the new executable of up") {
+		t.Fatalf("pins page: %d %.300s", code, body)
+	}
+	token := h.csrf()
+	if code, body := h.request("POST", "/ui/api/pins/trust", url.Values{"server": {"up"}, "binary": {"1"}, "hash": {strings.Repeat("c", 64)}}, csrfHeader, token); code != http.StatusConflict {
+		t.Errorf("another hash: %d %s", code, body)
+	}
+	if code, body := h.request("POST", "/ui/api/pins/trust", url.Values{"server": {"up"}, "binary": {"1"}, "tool": {"echo"}, "hash": {seen}}, csrfHeader, token); code != http.StatusBadRequest {
+		t.Errorf("tool and binary: %d %s", code, body)
+	}
+	code, body = h.request("POST", "/ui/api/pins/trust", url.Values{"server": {"up"}, "binary": {"1"}, "hash": {seen}}, csrfHeader, token)
+	if code != http.StatusOK || !strings.Contains(body, "pinned executable /opt/up/v2") {
+		t.Fatalf("trust: %d %s", code, body)
+	}
+	f, _ := st.Latest()
+	if b := f.Binaries["up"]; b.Hash != seen || b.Observed != nil {
+		t.Errorf("binary pin after trust: %+v", b)
+	}
+	var ev struct{ Events []Event }
+	h.getJSON("/ui/api/events?decision=pin_trust_binary", &ev)
+	if len(ev.Events) != 2 || ev.Events[0].Fields["error"] != nil || ev.Events[1].Fields["error"] == nil {
+		t.Errorf("audited binary trusts (newest first: the one done, the one refused): %+v", ev.Events)
 	}
 }

@@ -167,8 +167,9 @@ func (c *Console) trust(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	server, tool, hash := r.PostForm.Get("server"), r.PostForm.Get("tool"), r.PostForm.Get("hash")
-	if server == "" || tool == "" || hash == "" {
-		writeError(w, http.StatusBadRequest, "trust: server, tool and hash are required")
+	binary := r.PostForm.Get("binary") == "1"
+	if server == "" || (tool == "") != binary || hash == "" {
+		writeError(w, http.StatusBadRequest, "trust: server, hash and either tool or binary=1 are required")
 		return
 	}
 	h, err := pin.NormalizeHash(hash)
@@ -179,6 +180,10 @@ func (c *Console) trust(w http.ResponseWriter, r *http.Request) {
 	st := c.pinStore()
 	if st == nil {
 		writeError(w, http.StatusConflict, errNoPins.Error())
+		return
+	}
+	if binary {
+		c.trustBinary(w, r, st, server, h)
 		return
 	}
 	// The button trusts the definition the page showed, nothing else
@@ -213,4 +218,22 @@ func short(h string) string {
 		return h[:12]
 	}
 	return h
+}
+
+// trustBinary runs `toolgate pins trust --binary` for the executable the
+// page showed (its hash), and records who did it.
+func (c *Console) trustBinary(w http.ResponseWriter, r *http.Request, st *pin.Store, server, hash string) {
+	msg, err := st.TrustBinary(server, hash)
+	fields := map[string]any{"via": "console", "hash": "sha256:" + hash}
+	if err != nil {
+		fields["error"] = c.g.Redact(err.Error())
+	}
+	if rerr := c.g.Record(r.Context(), extension.Event{Type: ActionEvent, Server: server, Action: "pin_trust_binary", Fields: fields}); rerr != nil {
+		c.log.Error("console: binary trust not recorded", "server", server, "error", rerr)
+	}
+	if err != nil {
+		c.reply(w, r, http.StatusConflict, c.g.Redact(err.Error())+": reload the page", base+"pins")
+		return
+	}
+	c.reply(w, r, http.StatusOK, msg, base+"pins")
 }

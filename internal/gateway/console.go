@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/extension"
@@ -119,7 +120,15 @@ func (g *Gateway) consoleHandler() http.Handler {
 			return
 		}
 		if r.Header.Get("Authorization") == "" {
-			if c, err := r.Cookie(ConsoleCookie); err == nil && c.Value != "" {
+			c, err := r.Cookie(ConsoleCookie)
+			if err != nil || c.Value == "" {
+				// A person opening a page is sent to sign in; a script
+				// gets the 401 challenge.
+				if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html") {
+					http.Redirect(w, r, ConsolePath+"login", http.StatusSeeOther)
+					return
+				}
+			} else {
 				r = r.Clone(r.Context())
 				r.Header.Set("Authorization", "Bearer "+c.Value)
 			}
