@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,8 @@ func newHarness(t *testing.T, keys ...config.APIKey) *harness {
 	cfg := &config.Config{
 		Servers: map[string]*config.Server{"up": {Name: "up", Command: "in-process", Transport: config.TransportStdio}},
 		Filters: config.Filters{SimilarityThreshold: 0.05, Extensions: map[string]json.RawMessage{
-			"access_control": json.RawMessage(`{"deny_patterns": ["*__drop_*"]}`)}},
+			"access_control":   json.RawMessage(`{"deny_patterns": ["*__drop_*"]}`),
+			"output_poisoning": json.RawMessage(`{}`)}},
 		Audit: config.Audit{RecordArguments: true},
 	}
 	if len(keys) > 0 {
@@ -416,7 +418,7 @@ func TestLiveCallWithTrace(t *testing.T) {
 	var pinStep *Step
 	for i, s := range m.Event.Steps {
 		if s.Pipeline != "call" || s.Verdict != "pass" {
-			t.Errorf("step %+v: want a passing call step", s)
+			t.Errorf("step %+v: want a passing call step (the response has not been filtered yet)", s)
 		}
 		if strings.HasSuffix(s.Extension, "version_pinning") {
 			pinStep = &m.Event.Steps[i]
@@ -428,6 +430,16 @@ func TestLiveCallWithTrace(t *testing.T) {
 	done := next(t, ch, func(e Event) bool { return e.Type == audit.ToolCalled })
 	if done.Event.Action != "ok" || done.Event.Fields["duration_ms"] == nil {
 		t.Errorf("tool_called: %+v", done.Event)
+	}
+	// Read after the call, its decision shows the response filters too.
+	var after struct{ Events []Event }
+	h.getJSON("/ui/api/events?tool=echo&decision=allow", &after)
+	var stages []string
+	for _, s := range after.Events[0].Steps {
+		stages = append(stages, s.Pipeline+":"+s.Extension)
+	}
+	if !slices.Contains(stages, "response:dev.toolgate/output_poisoning") || !slices.Contains(stages, "call:dev.toolgate/version_pinning") {
+		t.Errorf("steps of the call read afterwards: %v", stages)
 	}
 	// Not returned by search_tools in this session: the gate refuses.
 	ctx := context.Background()

@@ -32,6 +32,10 @@ type Event struct {
 	Reason    string         `json:"reason,omitempty"`
 	Fields    map[string]any `json:"fields,omitempty"`
 	Steps     []Step         `json:"steps,omitempty"`
+
+	// trace is the call's trace, which goes on collecting steps after the
+	// event (the response filters): a later read shows them all.
+	trace *pipeline.Trace
 }
 
 // Step is one filter's verdict on a call.
@@ -86,6 +90,7 @@ func (c *Console) convert(o gateway.Observed) Event {
 		e.Fields, _ = c.redactAny(o.Fields).(map[string]any)
 	}
 	e.Steps = steps(o.Steps)
+	e.trace = o.Trace
 	return e
 }
 
@@ -189,6 +194,9 @@ func (r *eventRing) sinceLocked(after uint64) []Event {
 	for i := range n {
 		e := r.buf[(start+i)%len(r.buf)]
 		if e.ID > after {
+			if e.trace != nil {
+				e.Steps = steps(e.trace.Steps())
+			}
 			out = append(out, e)
 		}
 	}

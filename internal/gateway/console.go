@@ -35,7 +35,8 @@ const ConsoleCookie = "toolgate_console"
 
 // Observed is a recorded event as an observer sees it: the audit record's
 // fields (not yet redacted: an observer that shows them must redact) and,
-// for a call, the filter steps run so far.
+// for a call, the filter steps run so far, and the call's trace, which
+// goes on to collect the steps run after the event (response filters).
 type Observed struct {
 	Time      time.Time
 	Type      string
@@ -47,6 +48,7 @@ type Observed struct {
 	Reason    string
 	Fields    map[string]any
 	Steps     []pipeline.Step
+	Trace     *pipeline.Trace
 }
 
 type observer = func(Observed)
@@ -64,7 +66,7 @@ func (g *Gateway) observe(ctx context.Context, e extension.Event) {
 	(*p)(Observed{
 		Time: time.Now().UTC(), Type: e.Type, Session: e.Session, Principal: extension.PrincipalFrom(ctx).ID(),
 		Server: e.Server, Tool: e.Tool, Action: e.Action, Reason: e.Reason, Fields: e.Fields,
-		Steps: pipeline.TraceFrom(ctx).Steps(),
+		Steps: pipeline.TraceFrom(ctx).Steps(), Trace: pipeline.TraceFrom(ctx),
 	})
 }
 
