@@ -41,7 +41,7 @@ type echoIn struct {
 // and drop_table, which access_control hides), the console mounted, served over HTTP on loopback, and an MCP
 // client connected in memory.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	g   *gateway.Gateway
 	c   *Console
 	srv *httptest.Server
@@ -54,7 +54,7 @@ func echoTool(desc string) *mcp.Tool {
 		"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string", "description": "What to echo"}}}}
 }
 
-func newHarness(t *testing.T, keys ...config.APIKey) *harness {
+func newHarness(t testing.TB, keys ...config.APIKey) *harness {
 	t.Helper()
 	up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
 	echo := func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -187,7 +187,7 @@ func resultText(r *mcp.CallToolResult) string {
 
 // waitFor polls cond until it holds, failing after a generous bound (a
 // hang, not a speed check).
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -858,5 +858,34 @@ func TestTrustBinaryButton(t *testing.T) {
 	h.getJSON("/ui/api/events?decision=pin_trust_binary", &ev)
 	if len(ev.Events) != 2 || ev.Events[0].Fields["error"] != nil || ev.Events[1].Fields["error"] == nil {
 		t.Errorf("audited binary trusts (newest first: the one done, the one refused): %+v", ev.Events)
+	}
+}
+
+// BenchmarkCallObserved is one call_tool through the gateway with the
+// console observing its events (redacting them, keeping them, charting
+// them) and without: the console's price on the call path.
+func BenchmarkCallObserved(b *testing.B) {
+	for _, observed := range []bool{false, true} {
+		name := "none"
+		if observed {
+			name = "console"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := newHarness(b)
+			if !observed {
+				h.g.Observe(nil)
+			}
+			ctx := context.Background()
+			if _, err := h.cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo back the message"}}); err != nil {
+				b.Fatal(err)
+			}
+			params := &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": "hi"}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if r, err := h.cs.CallTool(ctx, params); err != nil || r.IsError {
+					b.Fatal(err, r)
+				}
+			}
+		})
 	}
 }

@@ -55,12 +55,12 @@ type observer = func(Observed)
 
 // Observe makes fn receive every event the gateway records, on the
 // recording goroutine: fn must not block, nor modify Fields. One observer;
-// a later call replaces it.
+// a later call replaces it, and nil removes it.
 func (g *Gateway) Observe(fn func(Observed)) { g.observer.Store(&fn) }
 
 func (g *Gateway) observe(ctx context.Context, e extension.Event) {
 	p := g.observer.Load()
-	if p == nil {
+	if p == nil || *p == nil {
 		return
 	}
 	(*p)(Observed{
