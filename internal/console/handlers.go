@@ -515,6 +515,9 @@ type streamMessage struct {
 // the browser keep it open.
 const keepAlive = 15 * time.Second
 
+// streamWriteTimeout bounds one write to a live stream.
+const streamWriteTimeout = 30 * time.Second
+
 // apiStream sends matching events as Server-Sent Events: those after
 // Last-Event-ID (or ?after=) still in the ring, then each new one.
 func (c *Console) apiStream(w http.ResponseWriter, r *http.Request) {
@@ -534,10 +537,14 @@ func (c *Console) apiStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	// A browser that stops reading must not hold its handler for ever:
+	// each write gets a deadline (the ring has dropped it by then).
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) }
 	send := func(e Event) error {
 		if !f.match(&e) {
 			return nil
 		}
+		deadline()
 		var b bytes.Buffer
 		if err := templates["activity"].ExecuteTemplate(&b, "eventRow", e); err != nil {
 			return err
@@ -551,6 +558,7 @@ func (c *Console) apiStream(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
+	deadline()
 	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
 		return
 	}
@@ -574,6 +582,7 @@ func (c *Console) apiStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-tick.C:
+			deadline()
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}
