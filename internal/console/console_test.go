@@ -797,10 +797,13 @@ func TestMarkupFromUpstreamsIsEscaped(t *testing.T) {
 	const evil = `<img src=x onerror="alert(1)"><script>alert(2)</script>`
 	ch := h.stream("/ui/api/stream")
 	if err := h.g.Record(context.Background(), extension.Event{Type: audit.Detection, Server: "up", Tool: "echo", Action: "block",
-		Reason: evil, Fields: map[string]any{"sentence": evil, evil: []any{evil}}}); err != nil {
+		Reason: evil, Fields: map[string]any{"findings": []any{map[string]any{"sentence": evil}}, evil: []any{evil}}}); err != nil {
 		t.Fatal(err)
 	}
 	m := next(t, ch, func(e Event) bool { return e.Type == audit.Detection })
+	if !strings.Contains(m.HTML, `<span class="why">“&lt;img`) {
+		t.Errorf("the finding's sentence is not the row's headline: %s", m.HTML)
+	}
 	if m.Event.Reason != evil || strings.Contains(m.HTML, "<script>") || strings.Contains(m.HTML, "<img") || !strings.Contains(m.HTML, "&lt;script&gt;") {
 		t.Errorf("stream row: %s", m.HTML)
 	}

@@ -105,6 +105,7 @@ var funcs = template.FuncMap{
 		sort.Strings(keys)
 		return keys
 	},
+	"headline": headline,
 	"index1": func(i int) int { return i + 1 },
 	"pct":    func(v, top float64) float64 { return pct(v, top) },
 	"mul":    func(a, b float64) float64 { return a * b },
@@ -664,3 +665,37 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 var errNoPins = errors.New("version pinning is off in this gateway's config")
+
+// headline is what an event's summary line says triggered it, from the
+// fields detectors write: the description, the sentence of the first
+// finding, the name a server resembles, the rule.
+func headline(f map[string]any) string {
+	pick := func() string {
+		if d, ok := f["description"].(string); ok && d != "" {
+			return d
+		}
+		if fs, ok := f["findings"].([]any); ok {
+			for _, x := range fs {
+				if m, ok := x.(map[string]any); ok {
+					if s, ok := m["sentence"].(string); ok && s != "" {
+						return "“" + s + "”"
+					}
+				}
+			}
+		}
+		if s, ok := f["similar_to"].(string); ok && s != "" {
+			return "similar to " + s
+		}
+		for _, k := range []string{"rule", "error"} {
+			if s, ok := f[k].(string); ok && s != "" {
+				return s
+			}
+		}
+		return ""
+	}
+	s := strings.Join(strings.Fields(pick()), " ")
+	if r := []rune(s); len(r) > 160 {
+		s = string(r[:160]) + "…"
+	}
+	return s
+}
