@@ -479,3 +479,40 @@ func TestDenseRemoveDropsQueue(t *testing.T) {
 		t.Fatalf("a removed server's documents were embedded: %v", emb.batches)
 	}
 }
+
+// TestHybridExplainParts: the hybrid score is the weighted sum of the
+// parts Explain reports, and Explain has no dense part for a document not
+// embedded yet.
+func TestHybridExplainParts(t *testing.T) {
+	emb := newCounting()
+	emb.gate = make(chan struct{})
+	h := NewHybrid(NewDense(emb, nil, nil))
+	defer h.Close()
+	ctx := context.Background()
+	h.Set(ctx, "ev", testDocs()[2:])
+	parts, err := h.Explain(ctx, "get-sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := parts["ev__get-sum"]; !ok || p.Lexical <= 0 || p.Dense != nil {
+		t.Fatalf("before embedding: %+v", parts)
+	}
+	close(emb.gate)
+	wait(t, h)
+	res, _ := h.Search(ctx, "get-sum", 5, 0)
+	if parts, err = h.Explain(ctx, "get-sum"); err != nil {
+		t.Fatal(err)
+	}
+	for _, hit := range res.Hits {
+		p, ok := parts[hit.ID]
+		if !ok && hit.Score == 0 {
+			continue // no part above zero: Explain leaves it out
+		}
+		if p.Dense == nil {
+			t.Fatalf("%s: no dense part after embedding", hit.ID)
+		}
+		if want := h.Weight**p.Dense + (1-h.Weight)*p.Lexical; math.Abs(want-hit.Score) > 1e-5 {
+			t.Errorf("%s: score %v, parts give %v (%+v)", hit.ID, hit.Score, want, p)
+		}
+	}
+}

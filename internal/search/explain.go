@@ -42,8 +42,9 @@ func (d *Dense) explain(ctx context.Context, query string, out map[string]Parts)
 		if d.state[s] != slotReady {
 			continue
 		}
-		if v := clamp01(c); v > 0 {
-			p := out[d.ids[s]]
+		v := clamp01(c)
+		p, lexical := out[d.ids[s]]
+		if v > 0 || lexical {
 			p.Dense = &v
 			out[d.ids[s]] = p
 		}
