@@ -106,11 +106,11 @@ var funcs = template.FuncMap{
 		return keys
 	},
 	"headline": headline,
-	"index1": func(i int) int { return i + 1 },
-	"pct":    func(v, top float64) float64 { return pct(v, top) },
-	"mul":    func(a, b float64) float64 { return a * b },
-	"add":    func(a, b float64) float64 { return a + b },
-	"itof":   func(i int) float64 { return float64(i) },
+	"index1":   func(i int) int { return i + 1 },
+	"pct":      func(v, top float64) float64 { return pct(v, top) },
+	"mul":      func(a, b float64) float64 { return a * b },
+	"add":      func(a, b float64) float64 { return a + b },
+	"itof":     func(i int) float64 { return float64(i) },
 }
 
 func pct(v, top float64) float64 {
