@@ -30,6 +30,12 @@ func (g *Gateway) token(cfg *config.Server) (string, bool, error) {
 	if !g.mayHaveToken(cfg) {
 		return "", false, nil
 	}
+	if tok, ok, err := g.oauthToken(cfg); ok || err != nil {
+		return tok, ok, err
+	}
+	if g.tokens == nil {
+		return "", false, nil
+	}
 	t, ok, err := g.tokens.Get(cfg.Name)
 	if err != nil {
 		return "", false, err
@@ -37,12 +43,20 @@ func (g *Gateway) token(cfg *config.Server) (string, bool, error) {
 	return t.Value, ok, nil
 }
 
+// mayHaveToken applies the rule above: only a configured remote server,
+// at its configured URL, gets a credential.
 func (g *Gateway) mayHaveToken(cfg *config.Server) bool {
-	if g.tokens == nil {
-		return false
-	}
 	conf, ok := g.cfg.Servers[cfg.Name]
 	return ok && conf.IsRemote() && sameURL(conf.URL, cfg.URL)
+}
+
+// oauthToken is the access token of a "toolgate auth login" for cfg,
+// which takes the place of the tokens file's shared entry.
+func (g *Gateway) oauthToken(cfg *config.Server) (string, bool, error) {
+	if g.oauth == nil || !g.oauth.Has(cfg.Name) {
+		return "", false, nil
+	}
+	return g.oauth.Token(g.ctx, cfg.Name, g.cfg.Servers[cfg.Name].URL)
 }
 
 // forPrincipal returns the connection to srv that ctx's principal uses.
@@ -56,7 +70,7 @@ func (g *Gateway) mayHaveToken(cfg *config.Server) bool {
 func (g *Gateway) forPrincipal(ctx context.Context, srv *upstream.Server) (*upstream.Server, error) {
 	p := extension.PrincipalFrom(ctx)
 	cfg := srv.Config()
-	if p == nil || srv.PerPrincipal() || !g.mayHaveToken(cfg) {
+	if p == nil || srv.PerPrincipal() || g.tokens == nil || !g.mayHaveToken(cfg) {
 		return srv, nil
 	}
 	scoped, err := g.tokens.Scoped(cfg.Name)
@@ -70,7 +84,14 @@ func (g *Gateway) forPrincipal(ctx context.Context, srv *upstream.Server) (*upst
 		if !g.mayHaveToken(cfg) {
 			return "", false, nil
 		}
-		t, _, ok, err := g.tokens.For(cfg.Name, subject, groups)
+		t, entry, ok, err := g.tokens.For(cfg.Name, subject, groups)
+		if err == nil && (!ok || entry == cfg.Name) {
+			// No entry of its own: the shared credential, which a login
+			// replaces.
+			if tok, ok, err := g.oauthToken(cfg); ok || err != nil {
+				return tok, ok, err
+			}
+		}
 		return t.Value, ok, err
 	})
 }
@@ -107,6 +128,9 @@ func authFailure(err error) bool {
 // not name the tokens file's path: an agent with file tools should not be
 // pointed at it.
 func (g *Gateway) authMessage(ctx context.Context, server string) string {
+	if g.oauth != nil && g.oauth.Has(server) {
+		return fmt.Sprintf("server %q rejected toolgate's OAuth login (unauthorized or forbidden): it has expired or been revoked. Ask the user to run \"toolgate auth login %s\", then retry. Never ask the user to paste a token into this conversation.", server, server)
+	}
 	entry := server
 	if p := extension.PrincipalFrom(ctx); p != nil && g.tokens != nil {
 		if scoped, _ := g.tokens.Scoped(server); scoped {

@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/catcache"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/oauthclient"
 	"github.com/toolgate/toolgate/internal/gate"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/search"
@@ -102,6 +103,9 @@ type Gateway struct {
 
 	// authn authenticates HTTP callers; nil when the config has no "auth".
 	authn *auth.Authenticator
+	// oauth holds the logins of "toolgate auth login"; nil without a
+	// state folder.
+	oauth *oauthclient.Source
 }
 
 // listState serialises the listing of one server, remembers which start
@@ -127,6 +131,10 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics()}
 	if g.gate == nil {
 		g.gate = gate.NewMemory()
+	}
+	if opts.StateDir != "" {
+		g.oauth = oauthclient.NewSource(oauthclient.OpenStore(opts.StateDir), nil, log)
+		g.oauth.Secret = g.redact.Add
 	}
 	idx := opts.Index
 	if idx == nil {
