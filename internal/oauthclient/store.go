@@ -91,19 +91,19 @@ func (s *Store) key(create bool) ([]byte, error) {
 		if _, err := rand.Read(k); err != nil {
 			return nil, err
 		}
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			_, err = f.Write(k)
-			if cerr := f.Close(); err == nil {
-				err = cerr
+		f, oerr := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if oerr == nil {
+			_, werr := f.Write(k)
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
 			}
-			if err != nil {
-				return nil, fmt.Errorf("oauth store key %s: %v", p, err)
+			if werr != nil {
+				return nil, fmt.Errorf("oauth store key %s: %v", p, werr)
 			}
 			return k, nil
 		}
-		if !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("oauth store key %s: %v", p, errors.Unwrap(err))
+		if !errors.Is(oerr, fs.ErrExist) {
+			return nil, fmt.Errorf("oauth store key %s: %v", p, errors.Unwrap(oerr))
 		}
 		// Another process created it first: use theirs.
 		st, err = os.Stat(p)
