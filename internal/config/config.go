@@ -486,7 +486,7 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		if err := strictDecode(ff.Auth, cfg.Auth); err != nil {
 			return nil, &Error{File: file, Msg: fmt.Sprintf("auth: %v", err)}
 		}
-		if err := cfg.Auth.validate(cfg.Dir); err != nil {
+		if err := cfg.Auth.validate(cfg.Dir, cfg.Lookup); err != nil {
 			return nil, &Error{File: file, Msg: err.Error()}
 		}
 	}

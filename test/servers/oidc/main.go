@@ -54,6 +54,19 @@ type clientSpec struct {
 	// TTL is the token lifetime in seconds (default 300); negative issues
 	// tokens that are already expired.
 	TTL int `json:"ttl"`
+	// Opaque issues opaque access tokens, to be checked by introspection
+	// (RFC 7662), instead of JWTs.
+	Opaque bool `json:"opaque"`
+}
+
+// issued is what the provider remembers of an access token for a
+// -clients client, for introspection.
+type issued struct {
+	subject string
+	aud     []string
+	scopes  []string
+	groups  []string
+	exp     time.Time
 }
 
 // store is the example storage with service clients of our own: JWT
@@ -66,6 +79,44 @@ type store struct {
 
 	mu         sync.Mutex
 	registered map[string]*nativeClient
+	issued     map[string]issued // access token id → what it was issued for
+}
+
+// AuthorizeClientIDSecret authenticates -clients clients at the
+// introspection endpoint (a resource server is such a client).
+func (s *store) AuthorizeClientIDSecret(ctx context.Context, id, secret string) error {
+	if c, ok := s.clients[id]; ok {
+		if c.spec.Secret != secret {
+			return errors.New("wrong client id or secret")
+		}
+		return nil
+	}
+	return s.Storage.AuthorizeClientIDSecret(ctx, id, secret)
+}
+
+// SetIntrospectionFromToken answers for tokens of -clients clients: like
+// the example storage, only to a client the token's audience names.
+func (s *store) SetIntrospectionFromToken(ctx context.Context, resp *oidc.IntrospectionResponse, tokenID, subject, clientID string) error {
+	s.mu.Lock()
+	t, ok := s.issued[tokenID]
+	s.mu.Unlock()
+	if !ok {
+		return s.Storage.SetIntrospectionFromToken(ctx, resp, tokenID, subject, clientID)
+	}
+	if time.Now().After(t.exp) {
+		return errors.New("token is expired")
+	}
+	for _, a := range t.aud {
+		if a == clientID {
+			resp.Subject, resp.Audience, resp.Scope, resp.Expiration = t.subject, t.aud, t.scopes, oidc.FromTime(t.exp)
+			resp.ClientID = t.subject
+			if len(t.groups) > 0 {
+				resp.Claims = map[string]any{"groups": t.groups}
+			}
+			return nil
+		}
+	}
+	return errors.New("token is not valid for this client")
 }
 
 func (s *store) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
@@ -106,8 +157,14 @@ func (s *store) ClientCredentialsTokenRequest(ctx context.Context, id string, sc
 
 func (s *store) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
 	id, exp, err := s.Storage.CreateAccessToken(ctx, req)
-	if c, ok := s.clients[req.GetSubject()]; ok && c.spec.TTL != 0 {
+	c, ok := s.clients[req.GetSubject()]
+	if ok && c.spec.TTL != 0 {
 		exp = time.Now().Add(time.Duration(c.spec.TTL) * time.Second)
+	}
+	if ok && err == nil {
+		s.mu.Lock()
+		s.issued[id] = issued{subject: req.GetSubject(), aud: req.GetAudience(), scopes: req.GetScopes(), groups: c.spec.Groups, exp: exp}
+		s.mu.Unlock()
 	}
 	return id, exp, err
 }
@@ -133,8 +190,13 @@ func (c *client) ResponseTypes() []oidc.ResponseType  { return nil }
 func (c *client) GrantTypes() []oidc.GrantType {
 	return []oidc.GrantType{oidc.GrantTypeClientCredentials}
 }
-func (c *client) LoginURL(string) string               { return "" }
-func (c *client) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeJWT }
+func (c *client) LoginURL(string) string { return "" }
+func (c *client) AccessTokenType() op.AccessTokenType {
+	if c.spec.Opaque {
+		return op.AccessTokenTypeBearer
+	}
+	return op.AccessTokenTypeJWT
+}
 func (c *client) IDTokenLifetime() time.Duration       { return time.Hour }
 func (c *client) DevMode() bool                        { return true }
 func (c *client) IsScopeAllowed(string) bool           { return true }
@@ -237,7 +299,7 @@ func main() {
 	}
 	issuer := "http://" + ln.Addr().String()
 	s := &store{Storage: storage.NewStorage(storage.NewUserStore(issuer)), clients: map[string]*client{},
-		codeTTL: time.Duration(*codeTTL) * time.Second, registered: map[string]*nativeClient{}}
+		codeTTL: time.Duration(*codeTTL) * time.Second, registered: map[string]*nativeClient{}, issued: map[string]issued{}}
 	for _, sp := range specs {
 		s.clients[sp.ID] = &client{spec: sp}
 	}
