@@ -57,7 +57,7 @@ type Authenticator struct {
 	oidc *oidcVerifier
 	// introspect checks opaque tokens; nil unless configured.
 	introspect *introspector
-	log  *slog.Logger
+	log        *slog.Logger
 }
 
 // New builds an Authenticator for cfg (which config.Parse validated). It
