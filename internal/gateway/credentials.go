@@ -80,6 +80,12 @@ func (g *Gateway) forPrincipal(ctx context.Context, srv *upstream.Server) (*upst
 		return srv, nil
 	}
 	subject, groups := p.Subject, p.Groups
+	if _, _, _, err := g.tokens.For(cfg.Name, subject, groups); errors.Is(err, secrets.ErrAmbiguous) {
+		// Said to the caller rather than failing every request of its
+		// connection with "could not read the credentials".
+		g.log.Warn("per-principal credentials are ambiguous", "error", err)
+		return nil, fmt.Errorf("you (%q) are in several groups with different tokens for server %q, so toolgate sent none; ask the operator to add a %q entry for you to toolgate's tokens file", subject, cfg.Name, cfg.Name+secrets.PrincipalSep+subject)
+	}
 	return srv.Scoped(p.ID(), func() (string, bool, error) {
 		if !g.mayHaveToken(cfg) {
 			return "", false, nil
@@ -128,9 +134,6 @@ func authFailure(err error) bool {
 // not name the tokens file's path: an agent with file tools should not be
 // pointed at it.
 func (g *Gateway) authMessage(ctx context.Context, server string) string {
-	if g.oauth != nil && g.oauth.Has(server) {
-		return fmt.Sprintf("server %q rejected toolgate's OAuth login (unauthorized or forbidden): it has expired or been revoked. Ask the user to run \"toolgate auth login %s\", then retry. Never ask the user to paste a token into this conversation.", server, server)
-	}
 	entry := server
 	if p := extension.PrincipalFrom(ctx); p != nil && g.tokens != nil {
 		if scoped, _ := g.tokens.Scoped(server); scoped {
@@ -138,12 +141,16 @@ func (g *Gateway) authMessage(ctx context.Context, server string) string {
 			switch {
 			case errors.Is(err, secrets.ErrAmbiguous):
 				return fmt.Sprintf("server %q was not sent credentials: you (%q) are in several groups with different tokens for it. Ask the operator to add a %q entry for you to toolgate's tokens file. Never ask the user to paste a token into this conversation.", server, p.Subject, server+secrets.PrincipalSep+p.Subject)
-			case err == nil && !ok:
+			case err == nil && !ok && !(g.oauth != nil && g.oauth.Has(server)):
 				return fmt.Sprintf("server %q refused the call (unauthorized or forbidden): it needs credentials, and toolgate holds none for you (%q). Ask the operator to add a %q entry for you to toolgate's tokens file, then retry. Never ask the user to paste a token into this conversation.", server, p.Subject, server+secrets.PrincipalSep+p.Subject)
 			case err == nil:
 				entry = e
 			}
 		}
+	}
+	// A login replaces the shared entry, not a principal's own.
+	if entry == server && g.oauth != nil && g.oauth.Has(server) {
+		return fmt.Sprintf("server %q rejected toolgate's OAuth login (unauthorized or forbidden): it has expired or been revoked. Ask the user to run \"toolgate auth login %s\", then retry. Never ask the user to paste a token into this conversation.", server, server)
 	}
 	age := "unknown"
 	if g.tokens != nil {

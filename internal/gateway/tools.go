@@ -534,7 +534,7 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, sen
 	start := time.Now()
 	conn, err := g.forPrincipal(ctx, srv)
 	if err != nil {
-		return upstreamError(srv, t.Name, err), nil
+		return errorResult("call_tool: %q was not run: %v.", req.ToolName, err), nil
 	}
 	srv = conn
 	res, err := send(ctx, srv, t.Name)

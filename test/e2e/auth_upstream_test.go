@@ -102,8 +102,8 @@ func (is *identityServer) sharedSessions() map[string][]string {
 // token, even one in the same group as a principal who has one.
 func TestAuthPerPrincipalUpstreamTokens(t *testing.T) {
 	t.Parallel()
-	tokAlice, tokOps, tokLedgerAlice, tokShared := canary(t, "alice"), canary(t, "ops"), canary(t, "ledger-alice"), canary(t, "shared")
-	vault := newIdentityServer(t, "vault", map[string]string{tokAlice: "alice", tokOps: "ops-team", tokLedgerAlice: "WRONG-SERVER", tokShared: "WRONG-SERVER"})
+	tokAlice, tokOps, tokSre, tokLedgerAlice, tokShared := canary(t, "alice"), canary(t, "ops"), canary(t, "sre"), canary(t, "ledger-alice"), canary(t, "shared")
+	vault := newIdentityServer(t, "vault", map[string]string{tokAlice: "alice", tokOps: "ops-team", tokSre: "sre-team", tokLedgerAlice: "WRONG-SERVER", tokShared: "WRONG-SERVER"})
 	ledger := newIdentityServer(t, "ledger", map[string]string{tokLedgerAlice: "alice-ledger", tokShared: "service", tokAlice: "WRONG-SERVER"})
 
 	cfgPath := coreConfig(t, map[string]any{"vault": map[string]any{"url": vault.url}, "ledger": map[string]any{"url": ledger.url}})
@@ -117,6 +117,8 @@ func TestAuthPerPrincipalUpstreamTokens(t *testing.T) {
 		{"principal": "carol", "sha256": sha256Hex("key-carol")},
 		// mallory shares alice's group: dev has no token of its own.
 		{"principal": "mallory", "groups": []string{"dev"}, "sha256": sha256Hex("key-mallory")},
+		// eve is in two groups whose tokens differ: she gets neither.
+		{"principal": "eve", "groups": []string{"ops", "sre"}, "sha256": sha256Hex("key-eve")},
 	}
 	cfg["auth"] = map[string]any{"api_keys": keys}
 	if err := os.WriteFile(cfgPath, mustJSON(cfg), 0o600); err != nil {
@@ -127,6 +129,7 @@ func TestAuthPerPrincipalUpstreamTokens(t *testing.T) {
 		data := "# vault: per principal and per group, no shared token\n" +
 			"vault@alice=" + vaultAlice + "\n" +
 			"vault@group:ops=" + tokOps + "\n" +
+			"vault@group:sre=" + tokSre + "\n" +
 			"# ledger: alice has her own, everyone else the shared one\n" +
 			"ledger@alice=" + tokLedgerAlice + "\n" +
 			"ledger=" + tokShared + "\n"
@@ -143,7 +146,7 @@ func TestAuthPerPrincipalUpstreamTokens(t *testing.T) {
 		tok := discoveryToken(t, res)
 		return call(t, cs, "call_tool", map[string]any{"tool_name": server + "__whoami", "arguments": map[string]any{}, "discovery_token": tok})
 	}
-	alice, bob, carol, mallory := connectAs(t, g.URL, "key-alice"), connectAs(t, g.URL, "key-bob"), connectAs(t, g.URL, "key-carol"), connectAs(t, g.URL, "key-mallory")
+	alice, bob, carol, mallory, eve := connectAs(t, g.URL, "key-alice"), connectAs(t, g.URL, "key-bob"), connectAs(t, g.URL, "key-carol"), connectAs(t, g.URL, "key-mallory"), connectAs(t, g.URL, "key-eve")
 
 	// Interleaved, so a connection shared by mistake would show.
 	for range 2 {
@@ -151,6 +154,7 @@ func TestAuthPerPrincipalUpstreamTokens(t *testing.T) {
 		wantOK(t, "bob on vault (his group's token)", whoami(bob, "vault"), "vault account: ops-team")
 		wantRefused(t, "carol on vault (no token, no shared one)", whoami(carol, "vault"), "holds none for you", `vault@carol`)
 		wantRefused(t, "mallory on vault (in alice's group, no token)", whoami(mallory, "vault"), "holds none for you", `vault@mallory`)
+		wantRefused(t, "eve on vault (groups with different tokens)", whoami(eve, "vault"), "several groups", `vault@eve`)
 		wantOK(t, "alice on ledger (her own token)", whoami(alice, "ledger"), "ledger account: alice-ledger")
 		wantOK(t, "carol on ledger (the shared token)", whoami(carol, "ledger"), "ledger account: service")
 		wantOK(t, "mallory on ledger (the shared token)", whoami(mallory, "ledger"), "ledger account: service")
@@ -170,7 +174,7 @@ func TestAuthPerPrincipalUpstreamTokens(t *testing.T) {
 	wantRefused(t, "mallory after rotation", whoami(mallory, "vault"), "holds none for you")
 
 	logs := g.Logs.String()
-	for _, c := range []string{tokAlice, tokAlice2, tokOps, tokLedgerAlice, tokShared} {
+	for _, c := range []string{tokAlice, tokAlice2, tokOps, tokSre, tokLedgerAlice, tokShared} {
 		if strings.Contains(logs, c) {
 			t.Fatalf("a token reached the gateway's log")
 		}
