@@ -157,6 +157,7 @@ Serve it with "toolgate serve --config FILE" (stdio), or add
 		newAuditCmd(),
 		newPinsCmd(),
 		newPolicyCmd(),
+		newAuthCmd(),
 		newTestServerCmd(),
 		newVersionCmd(),
 	)

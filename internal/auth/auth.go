@@ -55,7 +55,9 @@ type Authenticator struct {
 	cfg  *config.Auth
 	keys *apiKeys
 	oidc *oidcVerifier
-	log  *slog.Logger
+	// introspect checks opaque tokens; nil unless configured.
+	introspect *introspector
+	log        *slog.Logger
 }
 
 // New builds an Authenticator for cfg (which config.Parse validated). It
@@ -88,6 +90,9 @@ func New(cfg *config.Auth, opts Options) (*Authenticator, error) {
 			return nil, err
 		}
 		a.oidc = v
+		if cfg.OIDC.Introspection != nil {
+			a.introspect = newIntrospector(cfg.OIDC, opts)
+		}
 	}
 	return a, nil
 }
@@ -108,6 +113,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*extens
 	}
 	if a.oidc != nil && looksLikeJWT(token) {
 		return a.oidc.verify(ctx, token)
+	}
+	if a.introspect != nil {
+		return a.introspect.verify(ctx, token)
 	}
 	return nil, invalid("unknown token")
 }

@@ -46,10 +46,10 @@ func (c *tokenCache) get(key [sha256.Size]byte, now time.Time) *extension.Princi
 	return e.p
 }
 
-func (c *tokenCache) put(key [sha256.Size]byte, p *extension.Principal, now time.Time) {
-	until := now.Add(cacheTTL)
-	if exp := Expiry(p).Add(Leeway); exp.Before(until) {
-		until = exp
+func (c *tokenCache) put(key [sha256.Size]byte, p *extension.Principal, now time.Time, ttl time.Duration) {
+	until := now.Add(ttl)
+	if e := Expiry(p); !e.IsZero() && e.Add(Leeway).Before(until) {
+		until = e.Add(Leeway)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

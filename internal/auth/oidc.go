@@ -107,7 +107,7 @@ func (v *oidcVerifier) verify(ctx context.Context, token string) (*extension.Pri
 	if err != nil {
 		return nil, err
 	}
-	v.cache.put(sum, p, v.now())
+	v.cache.put(sum, p, v.now(), cacheTTL)
 	return p, nil
 }
 

@@ -61,6 +61,19 @@ type OIDC struct {
 	// and the HMAC algorithms (HS*) are never accepted: a resource server
 	// holds no shared secret, and HS with a public key is a known forgery.
 	Algorithms []string `json:"algorithms,omitempty"`
+	// Introspection, when set, checks tokens that are not JWTs (opaque
+	// access tokens) at the provider's RFC 7662 endpoint.
+	Introspection *Introspection `json:"introspection,omitempty"`
+}
+
+// Introspection is auth.oidc.introspection: the provider's token
+// introspection endpoint and the client toolgate authenticates as there.
+type Introspection struct {
+	URL      string `json:"url"`
+	ClientID string `json:"client_id"`
+	// ClientSecret: "$VAR" reads it from the environment or the config's
+	// .env.
+	ClientSecret string `json:"client_secret"`
 }
 
 // DefaultGroupsClaim is the claim read for groups when none is set.
@@ -84,7 +97,7 @@ func (a *Auth) RequiredScopes() []string {
 
 // validate checks the object, reads api_keys_file (relative to dir) and
 // normalises hashes to lower case.
-func (a *Auth) validate(dir string) error {
+func (a *Auth) validate(dir string, lookup func(string) (string, bool)) error {
 	if a.APIKeysFile != "" {
 		p := a.APIKeysFile
 		if !filepath.IsAbs(p) {
@@ -128,7 +141,7 @@ func (a *Auth) validate(dir string) error {
 		}
 	}
 	if o := a.OIDC; o != nil {
-		if err := o.validate(); err != nil {
+		if err := o.validate(lookup); err != nil {
 			return err
 		}
 	}
@@ -138,7 +151,7 @@ func (a *Auth) validate(dir string) error {
 	return nil
 }
 
-func (o *OIDC) validate() error {
+func (o *OIDC) validate(lookup func(string) (string, bool)) error {
 	if o.Issuer == "" {
 		return fmt.Errorf(`auth.oidc: missing "issuer"`)
 	}
@@ -171,6 +184,19 @@ func (o *OIDC) validate() error {
 		if s == "" || strings.ContainsAny(s, " \"\\") {
 			return fmt.Errorf("auth.oidc.required_scopes[%d]: %q is not a scope", i, s)
 		}
+	}
+	if in := o.Introspection; in != nil {
+		if err := secureURL(in.URL); err != nil {
+			return fmt.Errorf("auth.oidc.introspection.url: %v", err)
+		}
+		if in.ClientID == "" || in.ClientSecret == "" {
+			return fmt.Errorf(`auth.oidc.introspection: "client_id" and "client_secret" are required (the client toolgate authenticates as at the endpoint)`)
+		}
+		secret, err := Expand(in.ClientSecret, lookup)
+		if err != nil {
+			return fmt.Errorf("auth.oidc.introspection.client_secret: %v", err)
+		}
+		in.ClientSecret = secret
 	}
 	return nil
 }

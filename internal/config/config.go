@@ -198,6 +198,27 @@ type Server struct {
 	// Egress is what a stdio server may connect to (nil: "off"). After
 	// Parse it holds filters.egress.default for a server with none.
 	Egress *Egress `json:"egress,omitempty"`
+	// OAuth configures how "toolgate auth login" logs in to a remote
+	// server that needs OAuth (nil: discovered from the server's 401, with
+	// dynamic client registration).
+	OAuth *OAuthClient `json:"oauth,omitempty"`
+}
+
+// OAuthClient is a remote server's OAuth client registration, for
+// servers whose authorization server needs a pre-registered client or
+// particular scopes.
+type OAuthClient struct {
+	// ClientID of a pre-registered client ("": dynamic registration).
+	ClientID string `json:"client_id,omitempty"`
+	// ClientSecret of a confidential pre-registered client; "$VAR" reads
+	// it from the environment or the config's .env.
+	ClientSecret string `json:"client_secret,omitempty"`
+	// Scopes to ask for (default: those the server's metadata names).
+	Scopes []string `json:"scopes,omitempty"`
+	// RedirectPort is the loopback port the login listens on (0: any free
+	// port; set it when the client is registered with a fixed redirect
+	// URI http://127.0.0.1:PORT/callback).
+	RedirectPort int `json:"redirect_port,omitempty"`
 }
 
 // DefaultMaxResponseBytes bounds one message from an upstream server unless
@@ -465,7 +486,7 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 		if err := strictDecode(ff.Auth, cfg.Auth); err != nil {
 			return nil, &Error{File: file, Msg: fmt.Sprintf("auth: %v", err)}
 		}
-		if err := cfg.Auth.validate(cfg.Dir); err != nil {
+		if err := cfg.Auth.validate(cfg.Dir, cfg.Lookup); err != nil {
 			return nil, &Error{File: file, Msg: err.Error()}
 		}
 	}
@@ -622,6 +643,9 @@ func (s *Server) validate() error {
 		if len(s.Headers) > 0 {
 			return errors.New(`"headers" only apply to url servers`)
 		}
+		if s.OAuth != nil {
+			return errors.New(`"oauth" only applies to url servers`)
+		}
 		for _, g := range append(append([]string{}, s.EnvAllow...), s.EnvDeny...) {
 			if _, err := path.Match(g, ""); err != nil || g == "" {
 				return fmt.Errorf("env_allow/env_deny: bad glob pattern %q", g)
@@ -633,6 +657,9 @@ func (s *Server) validate() error {
 		// disabled, with that reason unless the file disabled it already.
 		if err := ValidateURL(s.URL); err != nil && !s.unresolved {
 			return err
+		}
+		if o := s.OAuth; o != nil && (o.RedirectPort < 0 || o.RedirectPort > 65535) {
+			return fmt.Errorf("oauth.redirect_port %d: want a port number (0: any free port)", o.RedirectPort)
 		}
 		switch s.Transport {
 		case "":
@@ -717,6 +744,15 @@ func (s *Server) resolve(lookup func(string) (string, bool)) error {
 	headers, err := expandMap("headers", s.Headers, lookup)
 	if err != nil {
 		return err
+	}
+	if o := s.OAuth; o != nil && o.ClientSecret != "" {
+		secret, err := expand(o.ClientSecret, lookup, used, false)
+		if err != nil {
+			return fmt.Errorf("oauth.client_secret: %v", err)
+		}
+		c := *o
+		c.ClientSecret = secret
+		s.OAuth = &c
 	}
 	s.URL, s.Command, s.Args, s.EnvFile, s.Env, s.Headers = url, command, args, envFile, env, headers
 	if len(vars) > 0 {

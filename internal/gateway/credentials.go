@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -9,7 +11,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 // token decides whether a remote server gets a bearer token and reads it.
@@ -22,11 +27,13 @@ import (
 // URL is not github's configured one (and the configured github, if
 // running, already holds the name).
 func (g *Gateway) token(cfg *config.Server) (string, bool, error) {
-	if g.tokens == nil {
+	if !g.mayHaveToken(cfg) {
 		return "", false, nil
 	}
-	conf, ok := g.cfg.Servers[cfg.Name]
-	if !ok || !conf.IsRemote() || !sameURL(conf.URL, cfg.URL) {
+	if tok, ok, err := g.oauthToken(cfg); ok || err != nil {
+		return tok, ok, err
+	}
+	if g.tokens == nil {
 		return "", false, nil
 	}
 	t, ok, err := g.tokens.Get(cfg.Name)
@@ -34,6 +41,65 @@ func (g *Gateway) token(cfg *config.Server) (string, bool, error) {
 		return "", false, err
 	}
 	return t.Value, ok, nil
+}
+
+// mayHaveToken applies the rule above: only a configured remote server,
+// at its configured URL, gets a credential.
+func (g *Gateway) mayHaveToken(cfg *config.Server) bool {
+	conf, ok := g.cfg.Servers[cfg.Name]
+	return ok && conf.IsRemote() && sameURL(conf.URL, cfg.URL)
+}
+
+// oauthToken is the access token of a "toolgate auth login" for cfg,
+// which takes the place of the tokens file's shared entry.
+func (g *Gateway) oauthToken(cfg *config.Server) (string, bool, error) {
+	if g.oauth == nil || !g.oauth.Has(cfg.Name) {
+		return "", false, nil
+	}
+	return g.oauth.Token(g.ctx, cfg.Name, g.cfg.Servers[cfg.Name].URL)
+}
+
+// forPrincipal returns the connection to srv that ctx's principal uses.
+// A server with per-principal entries in the tokens file
+// ("github@alice=...", "github@group:dev=...") gives each principal a
+// connection of its own carrying its own token (or the shared one when it
+// has none of its own, or no token at all): a principal never travels on
+// another's credential or upstream session. Every other server, and a
+// request with no principal (stdio, an HTTP frontend without auth), uses
+// the shared connection.
+func (g *Gateway) forPrincipal(ctx context.Context, srv *upstream.Server) (*upstream.Server, error) {
+	p := extension.PrincipalFrom(ctx)
+	cfg := srv.Config()
+	if p == nil || srv.PerPrincipal() || g.tokens == nil || !g.mayHaveToken(cfg) {
+		return srv, nil
+	}
+	scoped, err := g.tokens.Scoped(cfg.Name)
+	if err != nil || !scoped {
+		// A read error is the shared connection's to report: it reads the
+		// same file on its next request.
+		return srv, nil
+	}
+	subject, groups := p.Subject, p.Groups
+	if _, _, _, err := g.tokens.For(cfg.Name, subject, groups); errors.Is(err, secrets.ErrAmbiguous) {
+		// Said to the caller rather than failing every request of its
+		// connection with "could not read the credentials".
+		g.log.Warn("per-principal credentials are ambiguous", "error", err)
+		return nil, fmt.Errorf("you (%q) are in several groups with different tokens for server %q, so toolgate sent none; ask the operator to add a %q entry for you to toolgate's tokens file", subject, cfg.Name, cfg.Name+secrets.PrincipalSep+subject)
+	}
+	return srv.Scoped(p.ID(), func() (string, bool, error) {
+		if !g.mayHaveToken(cfg) {
+			return "", false, nil
+		}
+		t, entry, ok, err := g.tokens.For(cfg.Name, subject, groups)
+		if err == nil && (!ok || entry == cfg.Name) {
+			// No entry of its own: the shared credential, which a login
+			// replaces.
+			if tok, ok, err := g.oauthToken(cfg); ok || err != nil {
+				return tok, ok, err
+			}
+		}
+		return t.Value, ok, err
+	})
 }
 
 // sameURL compares two URLs after normalising scheme and host case and a
@@ -67,14 +133,32 @@ func authFailure(err error) bool {
 // authMessage tells the LLM what to do about a rejected credential. It does
 // not name the tokens file's path: an agent with file tools should not be
 // pointed at it.
-func (g *Gateway) authMessage(server string) string {
+func (g *Gateway) authMessage(ctx context.Context, server string) string {
+	entry := server
+	if p := extension.PrincipalFrom(ctx); p != nil && g.tokens != nil {
+		if scoped, _ := g.tokens.Scoped(server); scoped {
+			_, e, ok, err := g.tokens.For(server, p.Subject, p.Groups)
+			switch {
+			case errors.Is(err, secrets.ErrAmbiguous):
+				return fmt.Sprintf("server %q was not sent credentials: you (%q) are in several groups with different tokens for it. Ask the operator to add a %q entry for you to toolgate's tokens file. Never ask the user to paste a token into this conversation.", server, p.Subject, server+secrets.PrincipalSep+p.Subject)
+			case err == nil && !ok && !(g.oauth != nil && g.oauth.Has(server)):
+				return fmt.Sprintf("server %q refused the call (unauthorized or forbidden): it needs credentials, and toolgate holds none for you (%q). Ask the operator to add a %q entry for you to toolgate's tokens file, then retry. Never ask the user to paste a token into this conversation.", server, p.Subject, server+secrets.PrincipalSep+p.Subject)
+			case err == nil:
+				entry = e
+			}
+		}
+	}
+	// A login replaces the shared entry, not a principal's own.
+	if entry == server && g.oauth != nil && g.oauth.Has(server) {
+		return fmt.Sprintf("server %q rejected toolgate's OAuth login (unauthorized or forbidden): it has expired or been revoked. Ask the user to run \"toolgate auth login %s\", then retry. Never ask the user to paste a token into this conversation.", server, server)
+	}
 	age := "unknown"
 	if g.tokens != nil {
-		if d := g.tokens.Age(server); d > 0 {
+		if d := g.tokens.Age(entry); d > 0 {
 			age = humanDuration(d)
 		}
 	}
-	return fmt.Sprintf("server %q rejected its credentials (unauthorized or forbidden). Its token in toolgate's tokens file has been unchanged for %s and has probably expired or been revoked. Ask the user to update the %q entry in the tokens file, then retry. Never ask the user to paste a token into this conversation.", server, age, server)
+	return fmt.Sprintf("server %q rejected its credentials (unauthorized or forbidden). Its token in toolgate's tokens file has been unchanged for %s and has probably expired or been revoked. Ask the user to update the %q entry in the tokens file, then retry. Never ask the user to paste a token into this conversation.", server, age, entry)
 }
 
 func humanDuration(d time.Duration) string {

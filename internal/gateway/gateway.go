@@ -29,6 +29,7 @@ import (
 	"github.com/toolgate/toolgate/internal/catcache"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gate"
+	"github.com/toolgate/toolgate/internal/oauthclient"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/search"
 	"github.com/toolgate/toolgate/internal/secrets"
@@ -109,6 +110,10 @@ type Gateway struct {
 	// every recorded event (Observe).
 	console  http.Handler
 	observer atomic.Pointer[observer]
+
+	// oauth holds the logins of "toolgate auth login"; nil without a
+	// state folder.
+	oauth *oauthclient.Source
 }
 
 // listState serialises the listing of one server, remembers which start
@@ -134,6 +139,10 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics()}
 	if g.gate == nil {
 		g.gate = gate.NewMemory()
+	}
+	if opts.StateDir != "" {
+		g.oauth = oauthclient.NewSource(oauthclient.OpenStore(opts.StateDir), nil, log)
+		g.oauth.Secret = g.redact.Add
 	}
 	idx := opts.Index
 	if idx == nil {

@@ -408,7 +408,11 @@ func (p *passthrough) sendCall(ctx context.Context, srv *upstream.Server, params
 // with runs f on server's session with ss's request tracked, so
 // server-to-client traffic during it is routed back to ss.
 func (p *passthrough) with(ctx context.Context, srv *upstream.Server, ss *mcp.ServerSession, f func(*mcp.ClientSession) error) error {
-	sess, done, err := srv.Use(ctx)
+	conn, err := p.g.forPrincipal(ctx, srv)
+	if err != nil {
+		return err
+	}
+	sess, done, err := conn.Use(ctx)
 	if err != nil {
 		return err
 	}

@@ -535,6 +535,11 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, sen
 		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName), nil
 	}
 	start := time.Now()
+	conn, err := g.forPrincipal(ctx, srv)
+	if err != nil {
+		return errorResult("call_tool: %q was not run: %v.", req.ToolName, err), nil
+	}
+	srv = conn
 	res, err := send(ctx, srv, t.Name)
 	k, v := g.argsField(req.Arguments)
 	fields := map[string]any{k: v, "duration_ms": float64(time.Since(start).Microseconds()) / 1000}
@@ -542,7 +547,7 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, sen
 		fields["error"] = err.Error()
 		g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: server, Tool: tool, Action: "error", Fields: fields})
 		if srv.Config().IsRemote() && authFailure(err) {
-			return errorResult("call_tool: %s", g.authMessage(server)), nil
+			return errorResult("call_tool: %s", g.authMessage(ctx, server)), nil
 		}
 		// A passthrough send marks the upstream's own JSON-RPC errors to be
 		// relayed as they are.
@@ -723,7 +728,7 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (ListOut
 			return ListOutcome{}, &extension.Denial{Rule: rule, Reason: "the server's address is on a network this gateway does not load servers from", Detail: f.Refusal.Error(), Code: extension.CodePermissionDenied}
 		}
 		if f.Class == upstream.FailureHTTPStatus && (f.Status == 401 || f.Status == 403) {
-			return ListOutcome{}, errors.New(g.authMessage(req.ServerName))
+			return ListOutcome{}, errors.New(g.authMessage(ctx, req.ServerName))
 		}
 		return ListOutcome{}, fmt.Errorf("could not connect to %q: %s", req.ServerName, f)
 	}

@@ -175,6 +175,12 @@ func ConfigValues(cfg *config.Config, environ []string) []string {
 			}
 		}
 		out = append(out, URLSecrets(s.URL)...)
+		if s.OAuth != nil && s.OAuth.ClientSecret != "" && !named(s.OAuth.ClientSecret) {
+			addAll(s.OAuth.ClientSecret)
+		}
+	}
+	if a := cfg.Auth; a != nil && a.OIDC != nil && a.OIDC.Introspection != nil {
+		addAll(a.OIDC.Introspection.ClientSecret)
 	}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")

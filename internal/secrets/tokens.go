@@ -22,7 +22,14 @@ import (
 // config's .env.
 const TokensFileVar = "TOOLGATE_TOKENS_FILE"
 
-// Tokens is the tokens file: server_name=value lines.
+// Tokens is the tokens file: server_name=value lines, and per-principal
+// lines for servers each caller reaches with their own credentials:
+//
+//	github=ghp_shared            the shared token (callers without their own)
+//	github@alice=ghp_alice       principal "alice" (an API key's name or a token's sub)
+//	github@group:dev=ghp_dev     any principal in group "dev"
+//
+// Server names cannot contain '@', so the first '@' ends the server name.
 type Tokens struct {
 	path     string
 	explicit bool
@@ -118,6 +125,78 @@ func (t *Tokens) Get(server string) (Token, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return Token{Value: v, Since: t.changed[server].since}, true, nil
+}
+
+// PrincipalSep separates a server name from the principal or group of a
+// per-principal tokens file entry; GroupPrefix marks a group.
+const (
+	PrincipalSep = "@"
+	GroupPrefix  = "group:"
+)
+
+// Scoped reports whether the tokens file holds a per-principal or
+// per-group entry for server: its callers are then each connected with
+// their own credential rather than sharing one connection.
+func (t *Tokens) Scoped(server string) (bool, error) {
+	m, err := t.read()
+	if err != nil {
+		return false, err
+	}
+	prefix := server + PrincipalSep
+	for k, v := range m {
+		if v != "" && strings.HasPrefix(k, prefix) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ErrAmbiguous is returned by For when a principal with no entry of its
+// own is in several groups whose entries differ: guessing could hand it a
+// credential meant for a team with other rights.
+var ErrAmbiguous = errors.New("ambiguous credentials")
+
+// For returns the token of server for the principal named subject in
+// groups: its own entry, else its one group's entry (groups whose entries
+// differ are an error), else the shared entry. entry is the key that
+// matched ("github@alice", "github@group:dev", "github"), safe to log.
+// ok is false when none applies: the caller is sent with no token, never
+// with someone else's.
+func (t *Tokens) For(server, subject string, groups []string) (tok Token, entry string, ok bool, err error) {
+	m, err := t.read()
+	if err != nil {
+		return Token{}, "", false, err
+	}
+	// A subject spelled like a group entry ("group:ops", which a provider
+	// letting users pick their names could issue) never reads that entry.
+	if subject != "" && !strings.HasPrefix(subject, GroupPrefix) {
+		if k := server + PrincipalSep + subject; m[k] != "" {
+			entry = k
+		}
+	}
+	if entry == "" {
+		for _, g := range groups {
+			k := server + PrincipalSep + GroupPrefix + g
+			if m[k] == "" {
+				continue
+			}
+			if entry != "" && m[entry] != m[k] {
+				return Token{}, "", false, fmt.Errorf("server %q: %w: principal %q is in groups with different tokens (%s, %s); give it an entry of its own", server, ErrAmbiguous, subject, entry, k)
+			}
+			if entry == "" || k < entry {
+				entry = k // the same value either way; name one deterministically
+			}
+		}
+	}
+	if entry == "" && m[server] != "" {
+		entry = server
+	}
+	if entry == "" {
+		return Token{}, "", false, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return Token{Value: m[entry], Since: t.changed[entry].since}, entry, true, nil
 }
 
 // Age is how long server's token has been unchanged, or 0 if unknown.

@@ -43,6 +43,9 @@ func (s *Server) httpClient() (*http.Client, error) {
 		cfg := s.cfg
 		t.token = func() (string, bool, error) { return f(cfg) }
 	}
+	if s.token != nil {
+		t.token = s.token
+	}
 	c.Transport = t
 	// A redirect to another origin would take the connection somewhere the
 	// load filters never judged (and it would go without credentials).

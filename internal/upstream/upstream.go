@@ -309,6 +309,14 @@ type Server struct {
 	// egressMode is the egress mode the last start used: the configured
 	// one, or monitor after a fallback.
 	egressMode string
+
+	// token, set on a per-principal connection (see Scoped), replaces
+	// Options.Token for it.
+	token func() (string, bool, error)
+	// parent is the server a per-principal connection belongs to.
+	parent *Server
+	// scoped are the per-principal connections, by key; guarded by mu.
+	scoped map[string]*Server
 }
 
 // conn is one live session with a server.
@@ -607,7 +615,7 @@ func (s *Server) start(sc *startCall) {
 	starts := s.starts
 	s.m.bg.Add(1)
 	go s.watch(c)
-	if f := s.m.opts.OnStarted; f != nil {
+	if f := s.m.opts.OnStarted; f != nil && s.parent == nil {
 		s.m.bg.Add(1)
 		go func() { defer s.m.bg.Done(); f(s.cfg.Name, starts) }()
 	}
@@ -944,5 +952,14 @@ func (s *Server) stop(final bool) {
 	}
 	if final && s.egress != nil {
 		s.egress.Close()
+	}
+	s.mu.Lock()
+	children := make([]*Server, 0, len(s.scoped))
+	for _, c := range s.scoped {
+		children = append(children, c)
+	}
+	s.mu.Unlock()
+	for _, c := range children {
+		c.stop(final)
 	}
 }

@@ -36,7 +36,7 @@ var (
 // startOIDC builds and starts the real OpenID provider of
 // test/servers/oidc (its own Go module) with the given clients and
 // returns its issuer URL.
-func startOIDC(t *testing.T, clients []map[string]any) string {
+func startOIDC(t *testing.T, clients []map[string]any, flags ...string) string {
 	t.Helper()
 	oidcOnce.Do(func() {
 		oidcBin = filepath.Join(filepath.Dir(binPath), "oidc-provider")
@@ -49,7 +49,7 @@ func startOIDC(t *testing.T, clients []map[string]any) string {
 	if oidcErr != nil {
 		t.Fatal(oidcErr)
 	}
-	cmd := exec.Command(oidcBin, "-clients", string(mustJSON(clients)))
+	cmd := exec.Command(oidcBin, append([]string{"-clients", string(mustJSON(clients))}, flags...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,10 @@ module github.com/toolgate/toolgate/test/servers/oidc
 
 go 1.26.0
 
-require github.com/zitadel/oidc/v3 v3.51.17
+require (
+	github.com/google/uuid v1.6.0
+	github.com/zitadel/oidc/v3 v3.51.17
+)
 
 require (
 	github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect
@@ -11,7 +14,6 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.6 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/securecookie v1.1.2 // indirect
 	github.com/muhlemmer/gu v0.3.1 // indirect
 	github.com/muhlemmer/httpforwarded v0.1.0 // indirect
