@@ -23,7 +23,6 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/glob"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 )
 
 // Key is the filters config key; ID the extension identifier.
@@ -32,7 +31,7 @@ const (
 	ID  = "dev.toolgate/" + Key
 )
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
 
 // Config is the access_control object.
 type Config struct {
@@ -70,7 +69,7 @@ func (e *AllowEntry) UnmarshalJSON(b []byte) error {
 	}
 	type grant AllowEntry
 	var g grant
-	if err := strict.Decode(b, &g); err != nil {
+	if err := extension.DecodeConfig(b, &g); err != nil {
 		return fmt.Errorf(`want a qualified tool name or {"group"|"principal": ..., "tools": [...]}: %v`, err)
 	}
 	*e = AllowEntry(g)
@@ -97,7 +96,6 @@ func (g grant) covers(p *extension.Principal) bool {
 // AccessControl is the extension. It holds no mutable state after New, so
 // its filters are safe for concurrent use.
 type AccessControl struct {
-	extension.Base
 	deny     map[string]bool // lower-cased qualified names
 	patterns glob.Set
 	allow    map[string]bool // nil when every server is allowed
@@ -106,14 +104,8 @@ type AccessControl struct {
 	log      *slog.Logger
 }
 
-// New is the factory registered for "access_control".
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var c Config
-	if err := strict.Decode(raw, &c); err != nil {
-		return nil, err
-	}
-	return FromConfig(c)
-}
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // FromConfig builds the extension from a decoded Config.
 func FromConfig(c Config) (*AccessControl, error) {
@@ -228,55 +220,54 @@ func (a *AccessControl) AdmitServer(_ context.Context, server string) error {
 	return nil
 }
 
-// SearchFilter drops every result Check refuses. It runs before top_k
+// FilterSearch drops every result Check refuses. It runs before top_k
 // truncation, so a hidden tool never takes a result slot.
-func (a *AccessControl) SearchFilter() extension.SearchFilter {
-	return func(ctx context.Context, _ *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
-		out := results[:0:0]
-		p := extension.PrincipalFrom(ctx)
-		for _, r := range results {
-			if err := a.CheckFor(p, r.Server, r.Name); err != nil {
-				var d *extension.Denial
-				if errors.As(err, &d) {
-					a.log.DebugContext(ctx, "search result hidden", "rule", d.Rule, "tool", r.Name)
-				}
-				continue
+func (a *AccessControl) FilterSearch(ctx context.Context, _ *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
+	out := results[:0:0]
+	p := extension.PrincipalFrom(ctx)
+	for _, r := range results {
+		if err := a.CheckFor(p, r.Server, r.Name); err != nil {
+			var d *extension.Denial
+			if errors.As(err, &d) {
+				a.log.DebugContext(ctx, "search result hidden", "rule", d.Rule, "tool", r.Name)
 			}
-			out = append(out, r)
+			continue
 		}
-		return out, nil
+		out = append(out, r)
 	}
+	return out, nil
 }
 
-// ListFilter drops nothing (the search and call filters hide and refuse),
+// FilterList drops nothing (the search and call filters hide and refuse),
 // but tells whoever loaded a server which of its tools Check refuses, so
 // load_mcp_server does not count them as usable.
-func (a *AccessControl) ListFilter() extension.ListFilter {
-	return func(_ context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
-		for _, t := range tools {
-			if t == nil {
-				continue
-			}
-			// A listing has no caller: a tool is withheld when no caller
-			// could be granted it.
-			var d *extension.Denial
-			anyone := func(grant) bool { return true }
-			if err := a.check(anyone, req.ServerName, req.ServerName+"__"+t.Name); errors.As(err, &d) {
-				req.Withhold(t.Name, d.Rule, d.Reason)
-			}
+func (a *AccessControl) FilterList(_ context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
+	for _, t := range tools {
+		if t == nil {
+			continue
 		}
-		return tools, nil
+		// A listing has no caller: a tool is withheld when no caller
+		// could be granted it.
+		var d *extension.Denial
+		anyone := func(grant) bool { return true }
+		if err := a.check(anyone, req.ServerName, req.ServerName+"__"+t.Name); errors.As(err, &d) {
+			req.Withhold(t.Name, d.Rule, d.Reason)
+		}
 	}
+	return tools, nil
 }
 
-// CallFilter refuses a call Check refuses, whatever the client knows.
-func (a *AccessControl) CallFilter() extension.CallFilter {
-	return func(ctx context.Context, req *extension.CallRequest) error {
-		server := req.ServerName
-		if server == "" {
-			// Server names never contain "__", so the first one splits.
-			server, _, _ = strings.Cut(req.ToolName, "__")
-		}
-		return a.CheckFor(extension.PrincipalFrom(ctx), server, req.ToolName)
+// callCheck refuses a call Check refuses, whatever the client knows.
+func (a *AccessControl) callCheck(ctx context.Context, req *extension.CallRequest) error {
+	server := req.ServerName
+	if server == "" {
+		// Server names never contain "__", so the first one splits.
+		server, _, _ = strings.Cut(req.ToolName, "__")
 	}
+	return a.CheckFor(extension.PrincipalFrom(ctx), server, req.ToolName)
+}
+
+// WrapCall refuses a call Check refuses, whatever the client knows.
+func (a *AccessControl) WrapCall(next extension.CallHandler) extension.CallHandler {
+	return extension.Before(a.callCheck)(next)
 }

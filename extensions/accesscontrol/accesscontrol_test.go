@@ -19,7 +19,7 @@ func newAC(t *testing.T, raw string) *AccessControl {
 	if err != nil {
 		t.Fatalf("New(%s): %v", raw, err)
 	}
-	if err := e.Provision(context.Background(), extension.Host{}); err != nil {
+	if err := exttest.Provision(e, context.Background(), extension.Host{}); err != nil {
 		t.Fatal(err)
 	}
 	return e.(*AccessControl)
@@ -67,8 +67,8 @@ func TestCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := newAC(t, tt.config)
 			// The call filter and the search filter must agree.
-			err := a.CallFilter()(context.Background(), &extension.CallRequest{ToolName: tt.tool, ServerName: tt.server})
-			res, serr := a.SearchFilter()(context.Background(), &extension.SearchRequest{Query: "q", TopK: 5},
+			err := exttest.Call(a, context.Background(), &extension.CallRequest{ToolName: tt.tool, ServerName: tt.server})
+			res, serr := a.FilterSearch(context.Background(), &extension.SearchRequest{Query: "q", TopK: 5},
 				[]extension.SearchResult{{Name: tt.tool, Server: tt.server}})
 			if serr != nil {
 				t.Fatal(serr)
@@ -95,7 +95,7 @@ func TestCheck(t *testing.T) {
 
 func TestCallFilterWithoutServerName(t *testing.T) {
 	a := newAC(t, `{"allow_servers": ["everything"]}`)
-	err := a.CallFilter()(context.Background(), &extension.CallRequest{ToolName: "memory__read_graph"})
+	err := exttest.Call(a, context.Background(), &extension.CallRequest{ToolName: "memory__read_graph"})
 	if d, ok := extension.AsDenial(err); !ok || d.Rule != "access_control.allow_servers" {
 		t.Fatalf("got %v", err)
 	}
@@ -109,7 +109,7 @@ func TestSearchFilterKeepsOrderAndInput(t *testing.T) {
 		{Name: "fs__write_file", Server: "fs"},
 	}
 	orig := slices.Clone(in)
-	out, err := a.SearchFilter()(context.Background(), &extension.SearchRequest{}, in)
+	out, err := a.FilterSearch(context.Background(), &extension.SearchRequest{}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,8 +137,8 @@ func TestRegistered(t *testing.T) {
 	if err := extension.ValidateID(e.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if e.Phase() != extension.PhaseAuthorize {
-		t.Fatalf("phase %v", e.Phase())
+	if extension.PhaseOf(e) != extension.PhaseAuthorize {
+		t.Fatalf("phase %v", extension.PhaseOf(e))
 	}
 }
 
@@ -147,7 +147,7 @@ func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }
 // TestConcurrent runs the filters from many goroutines (meaningful under -race).
 func TestConcurrent(t *testing.T) {
 	a := newAC(t, `{"deny_patterns": ["*__delete_*"], "allow_servers": ["fs"]}`)
-	call, srch := a.CallFilter(), a.SearchFilter()
+	call, srch := exttest.CallFunc(a), a.FilterSearch
 	done := make(chan struct{})
 	for range 8 {
 		go func() {
@@ -190,7 +190,7 @@ func TestListFilterWithholds(t *testing.T) {
 	var got [][3]string
 	req := &extension.ListRequest{ServerName: "github", Withheld: func(tool, rule, reason string) { got = append(got, [3]string{tool, rule, reason}) }}
 	tools := []*mcp.Tool{{Name: "delete_repo"}, {Name: "list_repos"}}
-	kept, err := a.ListFilter()(context.Background(), req, tools)
+	kept, err := a.FilterList(context.Background(), req, tools)
 	if err != nil || len(kept) != 2 {
 		t.Fatalf("kept %v, %v; want every tool kept", kept, err)
 	}
@@ -199,7 +199,7 @@ func TestListFilterWithholds(t *testing.T) {
 	}
 	got = nil
 	req.ServerName = "evil"
-	a.ListFilter()(context.Background(), req, tools)
+	a.FilterList(context.Background(), req, tools)
 	if len(got) != 2 || got[0][1] != "access_control.allow_servers" || strings.Contains(got[0][2], "github") {
 		t.Fatalf("server outside allow_servers: withheld %q", got)
 	}
@@ -236,7 +236,7 @@ func TestAllowGrantsByGroupAndPrincipal(t *testing.T) {
 			server, tool, _ := strings.Cut(n, "__")
 			results = append(results, extension.SearchResult{Name: n, Server: server, Tool: tool})
 		}
-		shown, err := a.SearchFilter()(ctx, &extension.SearchRequest{}, results)
+		shown, err := a.FilterSearch(ctx, &extension.SearchRequest{}, results)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +249,7 @@ func TestAllowGrantsByGroupAndPrincipal(t *testing.T) {
 		}
 		for _, n := range tools {
 			server, tool, _ := strings.Cut(n, "__")
-			err := a.CallFilter()(ctx, &extension.CallRequest{ToolName: n, ServerName: server, Tool: tool})
+			err := exttest.Call(a, ctx, &extension.CallRequest{ToolName: n, ServerName: server, Tool: tool})
 			if allowed := err == nil; allowed != slices.Contains(tc.want, n) {
 				t.Errorf("%s calling %s: %v", tc.who.ID(), n, err)
 			}
@@ -258,13 +258,13 @@ func TestAllowGrantsByGroupAndPrincipal(t *testing.T) {
 	// A listing has no caller: only what nobody may call is withheld.
 	var withheld []string
 	req := &extension.ListRequest{ServerName: "github", Withheld: func(tool, rule, reason string) { withheld = append(withheld, tool) }}
-	a.ListFilter()(context.Background(), req, []*mcp.Tool{{Name: "list_repos"}, {Name: "delete_repo"}})
+	a.FilterList(context.Background(), req, []*mcp.Tool{{Name: "list_repos"}, {Name: "delete_repo"}})
 	if strings.Join(withheld, ",") != "delete_repo" {
 		t.Fatalf("withheld %v; want [delete_repo]", withheld)
 	}
 	req.ServerName = "other"
 	withheld = nil
-	a.ListFilter()(context.Background(), req, []*mcp.Tool{{Name: "x"}})
+	a.FilterList(context.Background(), req, []*mcp.Tool{{Name: "x"}})
 	if len(withheld) != 1 {
 		t.Fatalf("a tool no grant covers is not withheld: %v", withheld)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 	pb "github.com/toolgate/toolgate/proto/extmcp"
 )
 
@@ -55,12 +56,12 @@ func (passer) CheckResponse(context.Context, *pb.McpResponse) (*pb.McpResponseRe
 //	go test -run '^$' -bench Loopback -benchtime 3s ./extensions/extmcp
 func BenchmarkCallRequestLoopback(b *testing.B) {
 	g := loopback(b, passer{}, `{"tools/call":"request"}`)
-	filter := g.CallFilter()
+	filter := exttest.CallFunc(g)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		req := &extension.CallRequest{ToolName: "fs__read_file", ServerName: "fs", Tool: "read_file", Arguments: map[string]any{"path": "/tmp/a.txt"}}
+		req := (&extension.CallRequest{ToolName: "fs__read_file", ServerName: "fs", Tool: "read_file"}).WithArguments(map[string]any{"path": "/tmp/a.txt"})
 		if err := filter(ctx, req); err != nil {
 			b.Fatal(err)
 		}
@@ -71,13 +72,15 @@ func BenchmarkCallRequestLoopback(b *testing.B) {
 // CheckRequest and a CheckResponse per call.
 func BenchmarkCallFullLoopback(b *testing.B) {
 	g := loopback(b, passer{}, `{"tools/call":"full"}`)
-	call, resp := g.CallFilter(), g.ResponseFilter()
+	call, resp := exttest.CallFunc(g), (func(ctx context.Context, req *extension.CallRequest, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+		return exttest.Respond(g, ctx, req, res)
+	})
 	ctx := context.Background()
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello from the sandbox\n"}}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		req := &extension.CallRequest{ToolName: "fs__read_file", ServerName: "fs", Tool: "read_file", Arguments: map[string]any{"path": "/tmp/a.txt"}}
+		req := (&extension.CallRequest{ToolName: "fs__read_file", ServerName: "fs", Tool: "read_file"}).WithArguments(map[string]any{"path": "/tmp/a.txt"})
 		if err := call(ctx, req); err != nil {
 			b.Fatal(err)
 		}

@@ -16,7 +16,6 @@ package extmcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,7 +28,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 	pb "github.com/toolgate/toolgate/proto/extmcp"
 )
 
@@ -46,7 +44,7 @@ const DefaultTimeout = time.Second
 // images.
 const maxMessage = 64 << 20
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
 
 // Config is the guardrails object.
 type Config struct {
@@ -73,7 +71,6 @@ type ProcessorConfig struct {
 // Guardrails is the extension. After Provision it holds no mutable state but
 // its connections, which are safe for concurrent use.
 type Guardrails struct {
-	extension.Base
 	procs []*processor
 	conns map[string]*grpc.ClientConn // one per distinct host
 	log   *slog.Logger
@@ -94,14 +91,8 @@ type processor struct {
 	client   pb.ExtMcpClient
 }
 
-// New is the factory registered for "guardrails".
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var c Config
-	if err := strict.Decode(raw, &c); err != nil {
-		return nil, err
-	}
-	return FromConfig(c)
-}
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // FromConfig builds the extension from a decoded Config. It opens nothing.
 func FromConfig(c Config) (*Guardrails, error) {

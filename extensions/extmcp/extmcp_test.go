@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 	pb "github.com/toolgate/toolgate/proto/extmcp"
 )
 
@@ -25,7 +26,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func callReq() *extension.CallRequest {
-	return &extension.CallRequest{ToolName: "fs__read_file", ServerName: "fs", Tool: "read_file", Arguments: map[string]any{"path": "/a"}}
+	return (&extension.CallRequest{ToolName: "fs__read_file", ServerName: "fs", Tool: "read_file"}).WithArguments(map[string]any{"path": "/a"})
 }
 
 func denial(t *testing.T, err error) *extension.Denial {
@@ -42,12 +43,13 @@ func TestCallPassPresentsUnprefixedTool(t *testing.T) {
 	f := &fake{}
 	n.serve(t, "127.0.0.1:9001", f)
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","methods":{"tools/call":"request"}}]}`)
-	if g.ResponseFilter() != nil || g.SearchFilter() != nil {
+	if g.responseFilter() != nil || g.searchFilter() != nil {
 		t.Error("filters for phases and methods nobody asked for")
 	}
 	req := callReq()
 	req.Principal = "alice"
-	if err := g.CallFilter()(ctxT(t), req); err != nil {
+	seen, err := exttest.CallSeen(g, ctxT(t), req)
+	if err != nil {
 		t.Fatal(err)
 	}
 	reqs, _ := f.sent()
@@ -61,8 +63,8 @@ func TestCallPassPresentsUnprefixedTool(t *testing.T) {
 	if r.MetadataContext.GetFields()["principal"].GetStringValue() != "alice" {
 		t.Errorf("metadata %v", r.MetadataContext)
 	}
-	if req.Arguments["path"] != "/a" {
-		t.Errorf("arguments changed on pass: %v", req.Arguments)
+	if seen.Args()["path"] != "/a" {
+		t.Errorf("arguments changed on pass: %v", seen.Args())
 	}
 }
 
@@ -78,11 +80,15 @@ func TestCallChainMutateThenDeny(t *testing.T) {
 		{"host":"127.0.0.1:9001","methods":{"tools/call":"request"}},
 		{"host":"127.0.0.1:9002","methods":{"tools/*":"full"}}]}`)
 	req := callReq()
-	if err := g.CallFilter()(ctxT(t), req); err != nil {
+	seen, err := exttest.CallSeen(g, ctxT(t), req)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Arguments["path"] != "/safe" || fmt.Sprint(req.Arguments["n"]) != "12345678901234567" {
-		t.Errorf("arguments after mutation: %v", req.Arguments)
+	if seen.Args()["path"] != "/safe" || fmt.Sprint(seen.Args()["n"]) != "12345678901234567" {
+		t.Errorf("arguments after mutation: %v", seen.Args())
+	}
+	if req.Args()["path"] != "/a" {
+		t.Errorf("the caller's request was modified: %v", req.Args())
 	}
 	reqs, _ := second.sent()
 	if len(reqs) != 1 || !strings.Contains(string(reqs[0].McpRequest), `"/safe"`) {
@@ -93,7 +99,7 @@ func TestCallChainMutateThenDeny(t *testing.T) {
 	first.onRequest = func(context.Context, *pb.McpRequest) (*pb.McpRequestResult, error) {
 		return denyRequest(pb.AuthorizationError_RESOURCE_EXHAUSTED, "quota used up"), nil
 	}
-	err := g.CallFilter()(ctxT(t), callReq())
+	err = exttest.Call(g, ctxT(t), callReq())
 	d := denial(t, err)
 	if d.Code != extension.CodeResourceExhausted || d.RPCError().Code != -32003 || d.Reason != "quota used up" || d.Rule != "guardrails.processors[0]" {
 		t.Errorf("denial %+v", d)
@@ -118,14 +124,14 @@ func TestCallMutationErrors(t *testing.T) {
 			var n fakeNet
 			n.serve(t, "127.0.0.1:9001", &fake{onRequest: func(context.Context, *pb.McpRequest) (*pb.McpRequestResult, error) { return tt.mut, nil }})
 			closed := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","methods":{"tools/call":"request"}}]}`)
-			d := denial(t, closed.CallFilter()(ctxT(t), callReq()))
+			d := denial(t, exttest.Call(closed, ctxT(t), callReq()))
 			if d.RPCError().Code != -32603 || !strings.Contains(d.Reason, "cannot use") {
 				t.Errorf("failClosed: %+v", d)
 			}
 			open := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","failureMode":"failOpen","methods":{"tools/call":"request"}}]}`)
 			req := callReq()
-			if err := open.CallFilter()(ctxT(t), req); err != nil || req.Arguments["path"] != "/a" {
-				t.Errorf("failOpen: %v, arguments %v", err, req.Arguments)
+			if seen, err := exttest.CallSeen(open, ctxT(t), req); err != nil || seen.Args()["path"] != "/a" {
+				t.Errorf("failOpen: %v, arguments %v", err, seen)
 			}
 		})
 	}
@@ -138,8 +144,12 @@ func TestMutationWithoutArgumentsClearsThem(t *testing.T) {
 	}})
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","methods":{"tools/call":"request"}}]}`)
 	req := callReq()
-	if err := g.CallFilter()(ctxT(t), req); err != nil || len(req.Arguments) != 0 || req.Arguments == nil {
-		t.Errorf("%v %#v", err, req.Arguments)
+	seen, err := exttest.CallSeen(g, ctxT(t), req)
+	if err != nil || len(seen.Args()) != 0 || seen.Args() == nil {
+		t.Errorf("%v %#v", err, seen)
+	}
+	if raw, _ := seen.ArgumentsJSON(); string(raw) != "{}" {
+		t.Errorf("forwarded arguments %s, want {}", raw)
 	}
 }
 
@@ -170,7 +180,7 @@ func TestFailureModes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := n.build(t, fmt.Sprintf(`{"processors":[{"host":%q,"failureMode":%q,"timeout":"50ms","methods":{"tools/call":"request"}}]}`, tt.host, tt.mode))
 			start := time.Now()
-			err := g.CallFilter()(ctxT(t), callReq())
+			err := exttest.Call(g, ctxT(t), callReq())
 			if el := time.Since(start); el > 5*time.Second {
 				t.Errorf("took %v", el)
 			}
@@ -193,17 +203,17 @@ func TestProcessorStoppedAndRestarted(t *testing.T) {
 	f := &fake{}
 	stop := n.serve(t, "127.0.0.1:9001", f)
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","timeout":"200ms","methods":{"tools/call":"request"}}]}`)
-	if err := g.CallFilter()(ctxT(t), callReq()); err != nil {
+	if err := exttest.Call(g, ctxT(t), callReq()); err != nil {
 		t.Fatal(err)
 	}
 	stop()
-	if err := g.CallFilter()(ctxT(t), callReq()); err == nil {
+	if err := exttest.Call(g, ctxT(t), callReq()); err == nil {
 		t.Fatal("allowed with the processor stopped (failClosed)")
 	}
 	n.serve(t, "127.0.0.1:9001", f)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := g.CallFilter()(ctxT(t), callReq())
+		err := exttest.Call(g, ctxT(t), callReq())
 		if err == nil {
 			break
 		}
@@ -227,7 +237,7 @@ func TestSlowCallDoesNotBlockOthers(t *testing.T) {
 		return passRequest(), nil
 	}})
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","timeout":"10s","methods":{"tools/call":"request"}}]}`)
-	filter := g.CallFilter()
+	filter := exttest.CallFunc(g)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
@@ -280,11 +290,11 @@ func TestResponseMutateAndDeny(t *testing.T) {
 	}}
 	n.serve(t, "127.0.0.1:9001", redact)
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","methods":{"tools/call":"response"}}]}`)
-	if g.CallFilter() != nil {
+	if g.callFilter() != nil {
 		t.Error("a request filter for a response-only processor")
 	}
 	in := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "the secret is 42"}}, IsError: true}
-	out, err := g.ResponseFilter()(ctxT(t), callReq(), in)
+	out, err := exttest.Respond(g, ctxT(t), callReq(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +310,7 @@ func TestResponseMutateAndDeny(t *testing.T) {
 		e := &pb.AuthorizationError{Code: pb.AuthorizationError_INVALID, Reason: "leaks data", McpError: []byte(`{"code":-32099,"message":"dlp"}`)}
 		return &pb.McpResponseResult{Result: &pb.McpResponseResult_Error{Error: e}}, nil
 	}
-	_, err = g.ResponseFilter()(ctxT(t), callReq(), in)
+	_, err = exttest.Respond(g, ctxT(t), callReq(), in)
 	d := denial(t, err)
 	if d.Code != extension.CodeInvalid || d.RPCError().Code != -32099 || d.Reason != "dlp" || !strings.Contains(d.Detail, "leaks data") {
 		t.Errorf("denial %+v rpc %+v", d, d.RPCError())
@@ -351,7 +361,7 @@ func TestSearchDropsAndRefills(t *testing.T) {
 	n.serve(t, "127.0.0.1:9001", f)
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","methods":{"tools/list":"response"}}]}`)
 	in := results("a__one", "b__drop1", "a__drop2", "b__two", "a__three", "c__four", "c__five")
-	out, err := g.SearchFilter()(ctxT(t), &extension.SearchRequest{Query: "q", TopK: 3}, in)
+	out, err := g.FilterSearch(ctxT(t), &extension.SearchRequest{Query: "q", TopK: 3}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,11 +412,11 @@ func TestSearchDenyAndRequestPhase(t *testing.T) {
 	}}
 	n.serve(t, "127.0.0.1:9001", f)
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","methods":{"*/list":"request","tools/call":"off"}}]}`)
-	out, err := g.SearchFilter()(ctxT(t), &extension.SearchRequest{TopK: 5}, results("a__one", "a__two"))
+	out, err := g.FilterSearch(ctxT(t), &extension.SearchRequest{TopK: 5}, results("a__one", "a__two"))
 	if err != nil || names(out) != "a__one,a__two" {
 		t.Fatalf("%v %s", err, names(out))
 	}
-	_, err = g.SearchFilter()(ctxT(t), &extension.SearchRequest{TopK: 5}, results("a__one", "b__two", "c__three"))
+	_, err = g.FilterSearch(ctxT(t), &extension.SearchRequest{TopK: 5}, results("a__one", "b__two", "c__three"))
 	d := denial(t, err)
 	if d.RPCError().Code != -32001 || d.Reason != "server b is off limits" {
 		t.Errorf("denial %+v", d)
@@ -416,12 +426,12 @@ func TestSearchDenyAndRequestPhase(t *testing.T) {
 func TestSearchFailOpenKeepsResults(t *testing.T) {
 	var n fakeNet
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9009","failureMode":"failOpen","timeout":"100ms","methods":{"tools/list":"full"}}]}`)
-	out, err := g.SearchFilter()(ctxT(t), &extension.SearchRequest{TopK: 2}, results("a__one", "b__two", "c__three"))
+	out, err := g.FilterSearch(ctxT(t), &extension.SearchRequest{TopK: 2}, results("a__one", "b__two", "c__three"))
 	if err != nil || names(out) != "a__one,b__two" {
 		t.Errorf("%v %s", err, names(out))
 	}
 	closed := n.build(t, `{"processors":[{"host":"127.0.0.1:9009","timeout":"100ms","methods":{"tools/list":"response"}}]}`)
-	if _, err := closed.SearchFilter()(ctxT(t), &extension.SearchRequest{TopK: 2}, results("a__one")); err == nil {
+	if _, err := closed.FilterSearch(ctxT(t), &extension.SearchRequest{TopK: 2}, results("a__one")); err == nil {
 		t.Error("failClosed allowed a search with the processor down")
 	}
 }
@@ -438,7 +448,7 @@ func TestFailOpenRecordsEvent(t *testing.T) {
 	g := n.buildHost(t, `{"processors":[{"host":"127.0.0.1:9009","failureMode":"failOpen","methods":{"tools/call":"request"}}]}`, extension.Host{Emit: emit})
 	req := callReq()
 	req.Session = "s1"
-	if err := g.CallFilter()(ctxT(t), req); err != nil {
+	if err := exttest.Call(g, ctxT(t), req); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

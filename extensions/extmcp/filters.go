@@ -18,28 +18,48 @@ type callParams struct {
 	Arguments map[string]any `json:"arguments"`
 }
 
-// CallFilter presents a call_tool as the tools/call of the upstream tool to
+// WrapCall presents the call to the processors of the request phase
+// (rewrite), then the result to those of the response phase.
+func (g *Guardrails) WrapCall(next extension.CallHandler) extension.CallHandler {
+	if f := g.responseFilter(); f != nil {
+		next = extension.After(f)(next)
+	}
+	rewrite := g.callFilter()
+	if rewrite == nil {
+		return next
+	}
+	return func(ctx context.Context, req *extension.CallRequest) (*extension.CallResult, error) {
+		req, err := rewrite(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+// callFilter presents a call_tool as the tools/call of the upstream tool to
 // every processor with tools/call in the request phase. A mutation replaces
-// the arguments for the processors after it and for the upstream.
-func (g *Guardrails) CallFilter() extension.CallFilter {
+// the arguments for the processors after it and for the upstream: the
+// request it returns is the one to pass on.
+func (g *Guardrails) callFilter() func(context.Context, *extension.CallRequest) (*extension.CallRequest, error) {
 	procs := g.procsFor(methodCall, PhaseRequest)
 	if len(procs) == 0 {
 		return nil
 	}
-	return func(ctx context.Context, req *extension.CallRequest) error {
-		args := req.Arguments
-		if args == nil {
-			args = map[string]any{}
+	return func(ctx context.Context, req *extension.CallRequest) (*extension.CallRequest, error) {
+		args, err := req.Arguments()
+		if err != nil {
+			return nil, err
 		}
 		params, err := json.Marshal(callParams{Name: req.Tool, Arguments: args})
 		if err != nil {
-			return fmt.Errorf("encode tools/call params: %w", err)
+			return nil, fmt.Errorf("encode tools/call params: %w", err)
 		}
 		c := newCall(methodCall, req.ServerName, req.Principal, req.Session, req.Tool)
 		for _, p := range procs {
 			mut, err := g.request(ctx, p, c, params)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if mut == nil {
 				continue
@@ -47,13 +67,13 @@ func (g *Guardrails) CallFilter() extension.CallFilter {
 			newArgs, err := decodeCallParams(mut, req.Tool)
 			if err != nil {
 				if err := g.failed(ctx, p, c, "request", err); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
-			req.Arguments, params = newArgs, mut
+			req, params = req.WithArguments(newArgs), mut
 		}
-		return nil
+		return req, nil
 	}
 }
 
@@ -91,12 +111,12 @@ func decodeCallParams(b []byte, tool string) (map[string]any, error) {
 	return args, nil
 }
 
-// ResponseFilter presents an upstream tool result as the result of
+// responseFilter presents an upstream tool result as the result of
 // tools/call to every processor with tools/call in the response phase. A
 // mutation replaces the result. Results with isError are results and are
 // presented too; only protocol errors skip this phase, and those never reach
 // the response filters.
-func (g *Guardrails) ResponseFilter() extension.ResponseFilter {
+func (g *Guardrails) responseFilter() func(context.Context, *extension.CallRequest, *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 	procs := g.procsFor(methodCall, PhaseResponse)
 	if len(procs) == 0 {
 		return nil
@@ -143,7 +163,7 @@ func decodeResult(b []byte) (*mcp.CallToolResult, error) {
 	return &r, nil
 }
 
-// SearchFilter presents what search_tools would show as tools/list traffic,
+// searchFilter presents what search_tools would show as tools/list traffic,
 // once per upstream server (as a proxy fans tools/list out): processors with
 // tools/list in the request phase see a tools/list request for each server
 // whose tools are about to be shown, and those with it in the response phase
@@ -155,7 +175,7 @@ func decodeResult(b []byte) (*mcp.CallToolResult, error) {
 // ranking. When processors drop some, the next-ranked tools are presented
 // in their place until top_k are accepted or the ranking runs out, so a
 // tool no processor has seen is never shown.
-func (g *Guardrails) SearchFilter() extension.SearchFilter {
+func (g *Guardrails) searchFilter() func(context.Context, *extension.SearchRequest, []extension.SearchResult) ([]extension.SearchResult, error) {
 	reqProcs := g.procsFor(methodList, PhaseRequest)
 	resProcs := g.procsFor(methodList, PhaseResponse)
 	if len(reqProcs) == 0 && len(resProcs) == 0 {
@@ -345,4 +365,12 @@ func applyListing(b []byte, results []extension.SearchResult) ([]extension.Searc
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// FilterSearch runs the search filter when a processor has tools/list.
+func (g *Guardrails) FilterSearch(ctx context.Context, req *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
+	if f := g.searchFilter(); f != nil {
+		return f(ctx, req, results)
+	}
+	return results, nil
 }

@@ -25,13 +25,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 )
 
 // Key is the filters config key.
 const Key = "cross_server"
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
+
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // Categories of tools.
 const (
@@ -71,7 +73,6 @@ type Classify struct {
 
 // Flow is the extension.
 type Flow struct {
-	extension.Base
 	cfg  Config
 	emit func(context.Context, extension.Event)
 	now  func() time.Time
@@ -100,11 +101,7 @@ type read struct {
 
 // New decodes the config strictly and applies defaults: read_then_send on,
 // blocking, 30 s; cross_server_flow on, alerting, 30 s.
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var cfg Config
-	if err := strict.Decode(raw, &cfg); err != nil {
-		return nil, err
-	}
+func FromConfig(cfg Config) (extension.Extension, error) {
 	if cfg.ReadThenSend == nil {
 		cfg.ReadThenSend = &Rule{}
 	}
@@ -158,7 +155,9 @@ func (f *Flow) Provision(_ context.Context, h extension.Host) error {
 	return nil
 }
 
-func (f *Flow) CallFilter() extension.CallFilter { return f.check }
+func (f *Flow) WrapCall(next extension.CallHandler) extension.CallHandler {
+	return extension.Before(f.check)(next)
+}
 
 // session returns key's session, locked. Sessions with no read inside
 // the window are dropped once the map grows past sweepAt, so the map holds
@@ -193,7 +192,7 @@ func (f *Flow) session(key string, now time.Time, keep time.Duration) *session {
 }
 
 func (f *Flow) check(ctx context.Context, c *extension.CallRequest) (err error) {
-	cl := f.classify(c.ToolName, c.Tool, c.Def, c.Arguments)
+	cl := f.classify(c.ToolName, c.Tool, c.Def, c.Args())
 	cat := cl.category
 	now := f.now()
 	keep := max(f.cfg.ReadThenSend.window, f.cfg.CrossServerFlow.window)

@@ -85,7 +85,7 @@ func TestCrossServerFlowActions(t *testing.T) {
 
 // call runs a call with a definition and arguments.
 func call(f *Flow, session, server, tool string, def *mcp.Tool, args map[string]any) error {
-	return f.check(context.Background(), &extension.CallRequest{Session: session, ServerName: server, Tool: tool, ToolName: server + "__" + tool, Def: def, Arguments: args})
+	return f.check(context.Background(), (&extension.CallRequest{Session: session, ServerName: server, Tool: tool, ToolName: server + "__" + tool, Def: def}).WithArguments(args))
 }
 
 func props(names ...string) map[string]any {

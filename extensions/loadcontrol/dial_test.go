@@ -42,7 +42,7 @@ var bypasses = []string{
 // reach.
 func TestLoopbackBypassesRefused(t *testing.T) {
 	l := loopbackDeny(t)
-	filter := l.LoadFilter()
+	filter := l.FilterLoad
 	for _, h := range bypasses {
 		raw := "http://" + h + ":8080/mcp"
 		req := &extension.LoadRequest{ServerName: "x", URL: raw}
@@ -75,7 +75,7 @@ func TestDenyPrivateNetworksSetting(t *testing.T) {
 			t.Fatal(err)
 		}
 		req := &extension.LoadRequest{ServerName: "x", URL: "https://example.com/mcp"}
-		if err := e.LoadFilter()(context.Background(), req); err != nil {
+		if err := e.(extension.LoadFilter).FilterLoad(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
 		if req.AllowPrivateNetworks != tt.wantAllow {

@@ -8,7 +8,6 @@ package loadcontrol
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/glob"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 	"github.com/toolgate/toolgate/internal/netguard"
 )
 
@@ -27,7 +25,7 @@ const (
 	ID  = "dev.toolgate/" + Key
 )
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
 
 // Config is the load_control object.
 type Config struct {
@@ -49,7 +47,6 @@ type Config struct {
 // LoadControl is the extension; immutable after New, so safe for
 // concurrent use.
 type LoadControl struct {
-	extension.Base
 	denyNames    map[string]bool
 	namePatterns glob.Set
 	deny, allow  []URLPattern
@@ -58,14 +55,8 @@ type LoadControl struct {
 	log          *slog.Logger
 }
 
-// New is the factory registered for "load_control".
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var c Config
-	if err := strict.Decode(raw, &c); err != nil {
-		return nil, err
-	}
-	return FromConfig(c)
-}
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // FromConfig builds the extension from a decoded Config.
 func FromConfig(c Config) (*LoadControl, error) {
@@ -183,24 +174,22 @@ func (l *LoadControl) CheckDial(rawURL string, addr netip.AddrPort) error {
 	return nil
 }
 
-// LoadFilter runs Check before any connection is attempted, and adds
+// FilterLoad runs Check before any connection is attempted, and adds
 // CheckDial to the checks of every address the connection dials.
-func (l *LoadControl) LoadFilter() extension.LoadFilter {
-	return func(ctx context.Context, req *extension.LoadRequest) error {
-		err := l.Check(req.ServerName, req.URL)
-		if d, ok := extension.AsDenial(err); ok {
-			l.log.InfoContext(ctx, "server load refused", "rule", d.Rule, "server", req.ServerName, "detail", d.Detail)
-		}
-		if err != nil {
-			return err
-		}
-		if l.allowPrivate {
-			req.AllowPrivateNetworks = true
-		}
-		if len(l.deny) > 0 {
-			u := req.URL
-			req.DialChecks = append(req.DialChecks, func(addr netip.AddrPort) error { return l.CheckDial(u, addr) })
-		}
-		return nil
+func (l *LoadControl) FilterLoad(ctx context.Context, req *extension.LoadRequest) error {
+	err := l.Check(req.ServerName, req.URL)
+	if d, ok := extension.AsDenial(err); ok {
+		l.log.InfoContext(ctx, "server load refused", "rule", d.Rule, "server", req.ServerName, "detail", d.Detail)
 	}
+	if err != nil {
+		return err
+	}
+	if l.allowPrivate {
+		req.AllowPrivateNetworks = true
+	}
+	if len(l.deny) > 0 {
+		u := req.URL
+		req.DialChecks = append(req.DialChecks, func(addr netip.AddrPort) error { return l.CheckDial(u, addr) })
+	}
+	return nil
 }

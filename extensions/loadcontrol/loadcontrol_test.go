@@ -38,10 +38,10 @@ func TestLoadFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Provision(context.Background(), extension.Host{}); err != nil {
+	if err := exttest.Provision(e, context.Background(), extension.Host{}); err != nil {
 		t.Fatal(err)
 	}
-	f := e.LoadFilter()
+	f := e.(extension.LoadFilter).FilterLoad
 	tests := []struct {
 		name, url string
 		wantRule  string
@@ -90,7 +90,7 @@ func TestEmptyConfigAdmitsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.LoadFilter()(context.Background(), &extension.LoadRequest{ServerName: "a", URL: "http://x/"}); err != nil {
+	if err := e.(extension.LoadFilter).FilterLoad(context.Background(), &extension.LoadRequest{ServerName: "a", URL: "http://x/"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -107,8 +107,8 @@ func TestRegistered(t *testing.T) {
 	if err := extension.ValidateID(e.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if e.Phase() != extension.PhaseAdmit {
-		t.Fatalf("phase %v", e.Phase())
+	if extension.PhaseOf(e) != extension.PhaseAdmit {
+		t.Fatalf("phase %v", extension.PhaseOf(e))
 	}
 }
 

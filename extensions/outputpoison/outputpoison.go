@@ -12,14 +12,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 	"github.com/toolgate/toolgate/internal/poison"
 )
 
 // Key is the filters config key.
 const Key = "output_poisoning"
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
+
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // Config is the output_poisoning object.
 type Config struct {
@@ -33,7 +35,6 @@ type Config struct {
 
 // Inspector is the extension.
 type Inspector struct {
-	extension.Base
 	cfg  Config
 	det  *poison.Detector
 	dcfg poison.Config
@@ -41,11 +42,7 @@ type Inspector struct {
 }
 
 // New decodes the config strictly and builds the detector.
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var cfg Config
-	if err := strict.Decode(raw, &cfg); err != nil {
-		return nil, err
-	}
+func FromConfig(cfg Config) (extension.Extension, error) {
 	switch cfg.OnDetection {
 	case "":
 		cfg.OnDetection = "alert"
@@ -81,7 +78,9 @@ func (i *Inspector) Provision(_ context.Context, h extension.Host) error {
 	return nil
 }
 
-func (i *Inspector) ResponseFilter() extension.ResponseFilter { return i.inspect }
+func (i *Inspector) WrapCall(next extension.CallHandler) extension.CallHandler {
+	return extension.After(i.inspect)(next)
+}
 
 func (i *Inspector) inspect(ctx context.Context, c *extension.CallRequest, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 	var findings []poison.Finding

@@ -19,7 +19,7 @@ func newInspector(t *testing.T, cfg string) (*Inspector, *[]extension.Event) {
 		t.Fatal(err)
 	}
 	var events []extension.Event
-	e.Provision(context.Background(), extension.Host{Emit: func(_ context.Context, ev extension.Event) { events = append(events, ev) }})
+	exttest.Provision(e, context.Background(), extension.Host{Emit: func(_ context.Context, ev extension.Event) { events = append(events, ev) }})
 	return e.(*Inspector), &events
 }
 

@@ -17,7 +17,6 @@ package pin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -28,14 +27,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 	"github.com/toolgate/toolgate/internal/audit"
 )
 
 // Key is the filters config key.
 const Key = "version_pinning"
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
+
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // on_change values.
 const (
@@ -62,7 +63,6 @@ type Config struct {
 
 // Pinner is the extension.
 type Pinner struct {
-	extension.Base
 	onChange  string
 	autoTrust bool
 	pinBinary bool
@@ -84,11 +84,7 @@ type Pinner struct {
 const remembered = 8
 
 // New decodes the config strictly. Construction has no side effects.
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var cfg Config
-	if err := strict.Decode(raw, &cfg); err != nil {
-		return nil, err
-	}
+func FromConfig(cfg Config) (extension.Extension, error) {
 	p := &Pinner{onChange: Block, autoTrust: cfg.AutoTrustFirst == nil || *cfg.AutoTrustFirst, pinBinary: cfg.PinBinary, pins: cfg.Pins, now: time.Now, hashes: map[string]map[*mcp.Tool]string{}, reported: map[string][]string{}}
 	for q, h := range cfg.Pins {
 		if server, tool, ok := strings.Cut(q, "__"); !ok || server == "" || tool == "" {
@@ -141,8 +137,12 @@ func (p *Pinner) Provision(_ context.Context, h extension.Host) error {
 	})
 }
 
-func (p *Pinner) ListFilter() extension.ListFilter { return p.list }
-func (p *Pinner) CallFilter() extension.CallFilter { return p.check }
+func (p *Pinner) FilterList(ctx context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
+	return p.list(ctx, req, tools)
+}
+func (p *Pinner) WrapCall(next extension.CallHandler) extension.CallHandler {
+	return extension.Before(p.check)(next)
+}
 
 // Store is the pin store (for tests and tools).
 func (p *Pinner) Store() *Store { return p.store }

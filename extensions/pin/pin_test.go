@@ -27,7 +27,7 @@ func newPinner(t *testing.T, raw, dir string) (*Pinner, *recorder) {
 		t.Fatalf("New(%s): %v", raw, err)
 	}
 	rec := &recorder{}
-	if err := e.Provision(context.Background(), extension.Host{Emit: rec.Emit, StateDir: dir}); err != nil {
+	if err := exttest.Provision(e, context.Background(), extension.Host{Emit: rec.Emit, StateDir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	return e.(*Pinner), rec
@@ -186,7 +186,7 @@ func TestCorruptPinFile(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, FileName), []byte(`{"version": 1, "tools": `), 0o600)
 	e, _ := New(nil)
-	if err := e.Provision(context.Background(), extension.Host{StateDir: dir}); err == nil || !strings.Contains(err.Error(), "pins") {
+	if err := exttest.Provision(e, context.Background(), extension.Host{StateDir: dir}); err == nil || !strings.Contains(err.Error(), "pins") {
 		t.Fatalf("Provision on a corrupt pins.json = %v", err)
 	}
 }
@@ -351,7 +351,7 @@ func TestConfigPinsOverrideStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := e.Provision(context.Background(), extension.Host{StateDir: dir, Emit: func(context.Context, extension.Event) {}}); err != nil {
+	if err := exttest.Provision(e, context.Background(), extension.Host{StateDir: dir, Emit: func(context.Context, extension.Event) {}}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := e.(*Pinner).Store().Current()
@@ -490,7 +490,7 @@ func TestTrustCountsAtOnceRevocationWithinASecond(t *testing.T) {
 func BenchmarkCheck(b *testing.B) {
 	dir := b.TempDir()
 	e, _ := New(nil)
-	if err := e.Provision(context.Background(), extension.Host{StateDir: dir}); err != nil {
+	if err := exttest.Provision(e, context.Background(), extension.Host{StateDir: dir}); err != nil {
 		b.Fatal(err)
 	}
 	p, d := e.(*Pinner), def("Read a note.")

@@ -22,7 +22,6 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/glob"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/poison"
@@ -31,7 +30,10 @@ import (
 // Key is the filters config key.
 const Key = "tool_poisoning"
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
+
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // Actions.
 const (
@@ -61,7 +63,7 @@ var DefaultActions = map[string]string{"critical": Hide, "high": Hide, "medium":
 // detector the gateway runs.
 func DetectorConfig(raw json.RawMessage) (poison.Config, error) {
 	var cfg Config
-	if err := strict.Decode(raw, &cfg); err != nil {
+	if err := extension.DecodeConfig(raw, &cfg); err != nil {
 		return poison.Config{}, err
 	}
 	c, err := poison.ParseConfig(cfg.Detector)
@@ -73,7 +75,6 @@ func DetectorConfig(raw json.RawMessage) (poison.Config, error) {
 
 // Poison is the extension.
 type Poison struct {
-	extension.Base
 	actions map[string]string
 	allow   []string
 	det     *poison.Detector
@@ -137,11 +138,7 @@ type scanned struct {
 
 // New decodes the config strictly and checks it, detector patterns
 // included. Construction has no side effects.
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var cfg Config
-	if err := strict.Decode(raw, &cfg); err != nil {
-		return nil, err
-	}
+func FromConfig(cfg Config) (extension.Extension, error) {
 	p := &Poison{actions: map[string]string{}, seen: map[string][]scanned{}, vecs: map[string][]float32{}}
 	for k, v := range DefaultActions {
 		p.actions[k] = v
@@ -196,7 +193,9 @@ func (p *Poison) Provision(_ context.Context, h extension.Host) error {
 	return nil
 }
 
-func (p *Poison) ListFilter() extension.ListFilter { return p.list }
+func (p *Poison) FilterList(ctx context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
+	return p.list(ctx, req, tools)
+}
 
 // Scan returns the verdict on one definition and the action it calls for
 // ("" when it is clean).

@@ -24,7 +24,7 @@ func newPoison(t *testing.T, raw string) (*Poison, *recorder) {
 		t.Fatalf("New(%s): %v", raw, err)
 	}
 	rec := &recorder{}
-	if err := e.Provision(context.Background(), extension.Host{Emit: rec.Emit}); err != nil {
+	if err := exttest.Provision(e, context.Background(), extension.Host{Emit: rec.Emit}); err != nil {
 		t.Fatal(err)
 	}
 	return e.(*Poison), rec

@@ -17,13 +17,15 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 )
 
 // Key is the filters config key.
 const Key = "rate_limits"
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
+
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // Config is the rate_limits object.
 type Config struct {
@@ -73,7 +75,6 @@ const (
 
 // Limiter is the extension.
 type Limiter struct {
-	extension.Base
 	cfg  Config
 	emit func(context.Context, extension.Event)
 	now  func() time.Time
@@ -113,11 +114,7 @@ func (l *Limiter) prune(now time.Time) {
 }
 
 // New decodes the config strictly.
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var cfg Config
-	if err := strict.Decode(raw, &cfg); err != nil {
-		return nil, err
-	}
+func FromConfig(cfg Config) (extension.Extension, error) {
 	if cfg.DefaultRPM < 0 || cfg.DefaultBurst < 0 {
 		return nil, fmt.Errorf("default_rpm and default_burst must not be negative")
 	}
@@ -148,7 +145,9 @@ func (l *Limiter) Provision(_ context.Context, h extension.Host) error {
 	return nil
 }
 
-func (l *Limiter) CallFilter() extension.CallFilter { return l.check }
+func (l *Limiter) WrapCall(next extension.CallHandler) extension.CallHandler {
+	return extension.Before(l.check)(next)
+}
 
 func (l *Limiter) burstEnabled() bool { return l.cfg.Burst.Enabled == nil || *l.cfg.Burst.Enabled }
 

@@ -41,12 +41,11 @@ const (
 // DefaultReason is shown when the policy denies without a deny_reason.
 const DefaultReason = "the gateway's policy does not allow this call"
 
-func init() { extension.Register(Key, New) }
+func init() { extension.RegisterFactory(Key, New) }
 
 // Policy is the extension. After Provision it holds only prepared queries,
 // which are safe for concurrent evaluation.
 type Policy struct {
-	extension.Base
 	path string // as configured
 
 	file     string // resolved against the config folder
@@ -146,8 +145,12 @@ func (p *Policy) Validate() error {
 // Input is the policy input for a call.
 func Input(req *extension.CallRequest) (ast.Value, error) {
 	args := ast.NewObject()
-	if req.Arguments != nil {
-		v, err := ast.InterfaceToValue(req.Arguments)
+	raw, err := req.Arguments()
+	if err != nil {
+		return nil, err
+	}
+	if raw != nil {
+		v, err := ast.InterfaceToValue(raw)
 		if err != nil {
 			return nil, fmt.Errorf("arguments: %w", err)
 		}
@@ -249,4 +252,6 @@ func (p *Policy) denyReason(ctx context.Context, input ast.Value) string {
 }
 
 // CallFilter runs Decide for every call.
-func (p *Policy) CallFilter() extension.CallFilter { return p.Decide }
+func (p *Policy) WrapCall(next extension.CallHandler) extension.CallHandler {
+	return extension.Before(p.Decide)(next)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/extensions/internal/exttest"
 	"github.com/toolgate/toolgate/extensions/internal/readme"
 )
 
@@ -26,13 +27,13 @@ func load(t testing.TB, dir, path string) *Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Provision(context.Background(), extension.Host{ConfigDir: dir}); err != nil {
+	if err := exttest.Provision(e, context.Background(), extension.Host{ConfigDir: dir}); err != nil {
 		t.Fatalf("provision %s: %v", path, err)
 	}
-	if err := e.Validate(); err != nil {
+	if err := e.(extension.Validator).Validate(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.Close() })
+
 	return e.(*Policy)
 }
 
@@ -59,7 +60,7 @@ func runCases(t *testing.T, p *Policy, cases []callCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			server, tool, _ := strings.Cut(c.tool, "__")
-			err := p.CallFilter()(context.Background(), &extension.CallRequest{ToolName: c.tool, ServerName: server, Tool: tool, Arguments: c.args})
+			err := exttest.Call(p, context.Background(), (&extension.CallRequest{ToolName: c.tool, ServerName: server, Tool: tool}).WithArguments(c.args))
 			if c.wantAllow {
 				if err != nil {
 					t.Fatalf("want allowed, got %v", err)
@@ -111,7 +112,7 @@ func TestNoCloseIssue(t *testing.T) {
 		// built-in errors that is an evaluation error, so the call is
 		// refused (fail closed) rather than allowed.
 	})
-	err := p.CallFilter()(context.Background(), &extension.CallRequest{ToolName: "github__update_issue", Arguments: map[string]any{"state": 3}})
+	err := exttest.Call(p, context.Background(), (&extension.CallRequest{ToolName: "github__update_issue"}).WithArguments(map[string]any{"state": 3}))
 	if err == nil {
 		t.Fatal("a non-string state was allowed; want an evaluation error (fail closed)")
 	}
@@ -151,9 +152,9 @@ func TestFailClosed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := load(t, writePolicy(t, tt.src), "p.rego")
-			err := p.CallFilter()(context.Background(), &extension.CallRequest{
-				ToolName: "x__y", ServerName: "x", Tool: "y", Arguments: map[string]any{"re": "(("},
-			})
+			err := exttest.Call(p, context.Background(), (&extension.CallRequest{
+				ToolName: "x__y", ServerName: "x", Tool: "y",
+			}).WithArguments(map[string]any{"re": "(("}))
 			if err == nil {
 				t.Fatal("allowed; want refused")
 			}
@@ -188,10 +189,9 @@ allow if {
 }
 `
 	p := load(t, writePolicy(t, src), "p.rego")
-	req := &extension.CallRequest{
+	req := (&extension.CallRequest{
 		ToolName: "srv__t", ServerName: "srv", Tool: "t", Session: "s1", Principal: "alice",
-		Arguments: map[string]any{"n": json.Number("1.5"), "nested": map[string]any{"list": []any{"a", "b"}}},
-	}
+	}).WithArguments(map[string]any{"n": json.Number("1.5"), "nested": map[string]any{"list": []any{"a", "b"}}})
 	if err := p.Decide(context.Background(), req); err != nil {
 		t.Fatalf("probe policy refused: %v", err)
 	}
@@ -216,14 +216,14 @@ func TestProvisionErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = e.Provision(context.Background(), extension.Host{ConfigDir: dir})
+			err = exttest.Provision(e, context.Background(), extension.Host{ConfigDir: dir})
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "p.rego") {
 				t.Fatalf("got %v, want an error naming p.rego and containing %q", err, tt.want)
 			}
 		})
 	}
 	e, _ := New(json.RawMessage(`"missing.rego"`))
-	if err := e.Provision(context.Background(), extension.Host{ConfigDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "read policy missing.rego") {
+	if err := exttest.Provision(e, context.Background(), extension.Host{ConfigDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "read policy missing.rego") {
 		t.Fatalf("missing file: %v", err)
 	}
 }
@@ -246,7 +246,7 @@ func TestAbsolutePath(t *testing.T) {
 
 func TestConcurrentCalls(t *testing.T) {
 	p := load(t, examples, "policies/no_close_issue.rego")
-	f := p.CallFilter()
+	f := exttest.CallFunc(p)
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
@@ -255,7 +255,7 @@ func TestConcurrentCalls(t *testing.T) {
 				if (i+j)%2 == 0 {
 					state = "closed"
 				}
-				err := f(context.Background(), &extension.CallRequest{ToolName: "github__update_issue", Arguments: map[string]any{"state": state}})
+				err := f(context.Background(), (&extension.CallRequest{ToolName: "github__update_issue"}).WithArguments(map[string]any{"state": state}))
 				if (err == nil) != (state == "open") {
 					t.Errorf("state %s: %v", state, err)
 					return
@@ -278,8 +278,8 @@ func TestRegistered(t *testing.T) {
 	if err := extension.ValidateID(e.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if e.Phase() != extension.PhaseAuthorize {
-		t.Fatalf("phase %v", e.Phase())
+	if extension.PhaseOf(e) != extension.PhaseAuthorize {
+		t.Fatalf("phase %v", extension.PhaseOf(e))
 	}
 }
 
@@ -299,7 +299,7 @@ func TestReadmeExamples(t *testing.T) {
 			t.Errorf("example %d: %v\n%s", i+1, err, raw)
 			continue
 		}
-		if err := e.Provision(context.Background(), extension.Host{ConfigDir: examples}); err != nil {
+		if err := exttest.Provision(e, context.Background(), extension.Host{ConfigDir: examples}); err != nil {
 			t.Errorf("example %d: %v", i+1, err)
 		}
 	}
@@ -310,16 +310,15 @@ func TestReadmeExamples(t *testing.T) {
 // arguments, evaluating allow, and (for the denied shape) deny_reason.
 func BenchmarkRegoCall(b *testing.B) {
 	p := load(b, examples, "policies/no_close_issue.rego")
-	f := p.CallFilter()
+	f := exttest.CallFunc(p)
 	for _, bc := range []struct {
 		name  string
 		state string
 	}{{"allow", "open"}, {"deny", "closed"}} {
 		b.Run(bc.name, func(b *testing.B) {
-			req := &extension.CallRequest{
+			req := (&extension.CallRequest{
 				ToolName: "github__update_issue", ServerName: "github", Tool: "update_issue", Session: "conn-1",
-				Arguments: map[string]any{"owner": "o", "repo": "r", "issue_number": json.Number("7"), "title": "new title", "body": "some text", "state": bc.state},
-			}
+			}).WithArguments(map[string]any{"owner": "o", "repo": "r", "issue_number": json.Number("7"), "title": "new title", "body": "some text", "state": bc.state})
 			b.ReportAllocs()
 			ctx := context.Background()
 			for b.Loop() {
@@ -351,7 +350,7 @@ allow if input.principal == "ci-bot"
 			ctx = extension.WithPrincipal(ctx, pr)
 			r.Principal = pr.ID()
 		}
-		return p.CallFilter()(ctx, r)
+		return exttest.Call(p, ctx, r)
 	}
 	dev := &extension.Principal{Subject: "alice", Issuer: "https://id", Groups: []string{"dev"}, Claims: map[string]any{"tenant": "acme"}}
 	if err := decide(dev); err != nil {

@@ -17,7 +17,6 @@ package shadow
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -33,14 +32,16 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/glob"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 	"github.com/toolgate/toolgate/internal/audit"
 )
 
 // Key is the filters config key.
 const Key = "shadowing"
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
+
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // Actions.
 const (
@@ -64,7 +65,6 @@ type Config struct {
 
 // Shadow is the extension.
 type Shadow struct {
-	extension.Base
 	configured, runTime string
 	descriptions        bool
 	allow               []string
@@ -88,11 +88,7 @@ type claim struct {
 }
 
 // New decodes the config strictly. Construction has no side effects.
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var cfg Config
-	if err := strict.Decode(raw, &cfg); err != nil {
-		return nil, err
-	}
+func FromConfig(cfg Config) (extension.Extension, error) {
 	s := &Shadow{configured: Alert, runTime: Block, descriptions: cfg.Descriptions == nil || *cfg.Descriptions,
 		claims: map[string][]claim{}, byServer: map[string]map[string]bool{}, reported: map[string][]string{}}
 	for _, f := range []struct {
@@ -128,7 +124,9 @@ func (s *Shadow) Provision(_ context.Context, h extension.Host) error {
 	return nil
 }
 
-func (s *Shadow) ListFilter() extension.ListFilter { return s.list }
+func (s *Shadow) FilterList(ctx context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
+	return s.list(ctx, req, tools)
+}
 
 // remembered is how many distinct findings per tool are remembered as
 // recorded.

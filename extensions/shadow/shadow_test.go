@@ -23,7 +23,7 @@ func newShadow(t *testing.T, raw string, catalogue ...extension.ToolRef) (*Shado
 		t.Fatalf("New(%s): %v", raw, err)
 	}
 	rec := &recorder{}
-	if err := e.Provision(context.Background(), extension.Host{Emit: rec.Emit, Tools: func() []extension.ToolRef { return catalogue }}); err != nil {
+	if err := exttest.Provision(e, context.Background(), extension.Host{Emit: rec.Emit, Tools: func() []extension.ToolRef { return catalogue }}); err != nil {
 		t.Fatal(err)
 	}
 	return e.(*Shadow), rec

@@ -11,7 +11,6 @@ package typosquat
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -22,14 +21,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/strict"
 	"github.com/toolgate/toolgate/internal/audit"
 )
 
 // Key is the filters config key.
 const Key = "name_similarity"
 
-func init() { extension.Register(Key, New) }
+func init() { extension.Register(Key, FromConfig) }
+
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
 
 // DefaultThreshold is the similarity at and above which two different names
 // are considered confusable.
@@ -52,7 +53,6 @@ type Config struct {
 
 // Squat is the extension.
 type Squat struct {
-	extension.Base
 	threshold  float64
 	known      []string
 	allow      map[string]bool
@@ -68,11 +68,7 @@ type Squat struct {
 }
 
 // New decodes the config strictly. Construction has no side effects.
-func New(raw json.RawMessage) (extension.Extension, error) {
-	var cfg Config
-	if err := strict.Decode(raw, &cfg); err != nil {
-		return nil, err
-	}
+func FromConfig(cfg Config) (extension.Extension, error) {
 	s := &Squat{threshold: DefaultThreshold, allow: map[string]bool{}, configured: "alert", seen: map[string]bool{}, reported: map[[2]string]bool{}}
 	if cfg.Threshold != nil {
 		if *cfg.Threshold <= 0 || *cfg.Threshold > 1 {
@@ -110,8 +106,12 @@ func (s *Squat) Provision(_ context.Context, h extension.Host) error {
 	return nil
 }
 
-func (s *Squat) LoadFilter() extension.LoadFilter { return s.load }
-func (s *Squat) ListFilter() extension.ListFilter { return s.list }
+func (s *Squat) FilterLoad(ctx context.Context, req *extension.LoadRequest) error {
+	return s.load(ctx, req)
+}
+func (s *Squat) FilterList(ctx context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
+	return s.list(ctx, req, tools)
+}
 
 // Match is a known name that a candidate resembles.
 type Match struct {

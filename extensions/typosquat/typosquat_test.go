@@ -30,7 +30,7 @@ func newSquat(t *testing.T, raw string, catalogued ...string) (*Squat, *recorder
 		}
 		return out
 	}}
-	if err := e.Provision(context.Background(), h); err != nil {
+	if err := exttest.Provision(e, context.Background(), h); err != nil {
 		t.Fatal(err)
 	}
 	return e.(*Squat), rec

@@ -72,14 +72,17 @@ type Gateway struct {
 	log      *slog.Logger
 	stateDir string
 
-	ups     *upstream.Manager
-	idx     search.Index
-	cat     *catalog.Catalog
-	gate    gate.Store
-	signer  *gate.Signer
-	pipe    *pipeline.Pipeline
-	servers map[scope]*mcp.Server
-	pt      *passthrough // passthrough and hybrid modes; nil in meta mode
+	ups    *upstream.Manager
+	idx    search.Index
+	cat    *catalog.Catalog
+	gate   gate.Store
+	signer *gate.Signer
+	pipe   *pipeline.Pipeline
+	// callPath is the pipeline's call middleware around the upstream
+	// stage (call.go), built once.
+	callPath extension.CallHandler
+	servers  map[scope]*mcp.Server
+	pt       *passthrough // passthrough and hybrid modes; nil in meta mode
 
 	sessions sync.Map // *mcp.ServerSession → string key, for sessions without an id
 
@@ -162,6 +165,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if g.pipe, err = pipeline.Build(ctx, log, host, builtins, opts.Extensions); err != nil {
 		return nil, err
 	}
+	g.buildCallPath()
 
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	uopts := upstream.Options{

@@ -48,13 +48,6 @@ const (
 // listTimeout bounds the fan-out of a list request to one upstream.
 const listTimeout = 30 * time.Second
 
-// relayedError is an upstream's JSON-RPC error that passthrough relays to
-// the client unchanged.
-type relayedError struct{ rpc *jsonrpc.Error }
-
-func (e relayedError) Error() string { return e.rpc.Error() }
-func (e relayedError) Unwrap() error { return e.rpc }
-
 // passthrough holds the state of the passthrough and hybrid modes.
 type passthrough struct {
 	g      *Gateway
@@ -119,14 +112,14 @@ func (g *Gateway) newPassthroughServer(sc scope) (*mcp.Server, error) {
 		UnsubscribeHandler: p.unsubscribe,
 	})
 	for _, e := range g.pipe.Extensions() {
-		for _, t := range e.Tools() {
+		for _, t := range extTools(e) {
 			if t.Tool == nil || t.Handler == nil {
 				return nil, fmt.Errorf("extension %s: a contributed tool has no definition or handler", e.ID())
 			}
 			p.extTools[t.Tool.Name] = true
 			s.AddTool(t.Tool, t.Handler)
 		}
-		for _, r := range e.Resources() {
+		for _, r := range extResources(e) {
 			if r.Resource == nil || r.Handler == nil {
 				return nil, fmt.Errorf("extension %s: a contributed resource has no definition or handler", e.ID())
 			}
@@ -335,16 +328,21 @@ func (p *passthrough) callTool(ctx context.Context, sc scope, req *mcp.CallToolR
 		p.g.intercepted(ctx, creq, "block", "not_listed")
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
-	args, err := objectArgs(req.Params.Arguments)
-	if err != nil {
+	if err := checkObject(req.Params.Arguments); err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
-	creq.Arguments = args
-	res, err := p.g.callGated(ctx, creq, func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error) {
-		defer p.track(srv.Name(), ss)()
-		params := &mcp.CallToolParams{Meta: p.relayMeta(req.Params.Meta, ss), Name: tool, Arguments: creq.Arguments}
-		defer p.dropProgress(params.Meta)
-		return p.sendCall(ctx, srv, params)
+	creq = creq.WithRawArguments(req.Params.Arguments)
+	var meta mcp.Meta
+	res, err := p.g.callGated(ctx, creq, &callOpts{
+		relayRPC: true,
+		meta: func(context.Context) mcp.Meta {
+			meta = p.relayMeta(req.Params.Meta, ss)
+			return meta
+		},
+		around: func(srv *upstream.Server) func() {
+			untrack := p.track(srv.Name(), ss)
+			return func() { untrack(); p.dropProgress(meta) }
+		},
 	})
 	if err != nil {
 		var rpc *jsonrpc.Error
@@ -370,39 +368,6 @@ func filterRPCError(err error) *jsonrpc.Error {
 		return &e
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "refused: a filter failed"}
-}
-
-// sendCall calls a tool on the shared upstream session with the client's
-// _meta (progress token rewritten), so progress, logs and server-to-client
-// requests can be routed back. A JSON-RPC error from the upstream is
-// relayed as it is.
-func (p *passthrough) sendCall(ctx context.Context, srv *upstream.Server, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	sess, done, err := srv.Use(ctx)
-	if err != nil {
-		return nil, err
-	}
-	limit := srv.CallTimeout()
-	cctx, cancel := context.WithTimeout(ctx, limit)
-	res, err := sess.CallTool(cctx, params)
-	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
-	cancel()
-	done(err)
-	switch {
-	case err == nil:
-		return res, nil
-	case timedOut:
-		return nil, fmt.Errorf("server %q did not answer within %s (its call_timeout); the call was cancelled upstream", srv.Name(), limit)
-	case errors.Is(err, mcp.ErrConnectionClosed):
-		// The connection had broken before the call was sent (Use marked
-		// the server down): upstream.CallTool starts it again. Progress
-		// and server-to-client requests of this one call are not relayed.
-		return srv.CallTool(ctx, params.Name, params.Arguments.(map[string]any))
-	}
-	var rpc *jsonrpc.Error
-	if errors.As(err, &rpc) {
-		return nil, relayedError{rpc}
-	}
-	return nil, err
 }
 
 // with runs f on server's session with ss's request tracked, so

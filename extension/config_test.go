@@ -1,4 +1,4 @@
-package strict
+package extension
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ type conf struct {
 	Other bool     `json:"-"`
 }
 
-func TestDecode(t *testing.T) {
+func TestDecodeConfig(t *testing.T) {
 	tests := []struct {
 		raw     string
 		wantErr string
@@ -30,12 +30,12 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var c conf
-		err := Decode([]byte(tt.raw), &c)
+		err := DecodeConfig([]byte(tt.raw), &c)
 		switch {
 		case tt.wantErr == "" && err != nil:
-			t.Errorf("Decode(%s): %v", tt.raw, err)
+			t.Errorf("DecodeConfig(%s): %v", tt.raw, err)
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("Decode(%s) = %v, want error containing %q", tt.raw, err, tt.wantErr)
+			t.Errorf("DecodeConfig(%s) = %v, want error containing %q", tt.raw, err, tt.wantErr)
 		}
 	}
 }

@@ -1,0 +1,193 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/upstream"
+)
+
+// The one path of a tool call, shared by call_tool, passthrough's
+// tools/call and toolgate call:
+//
+//	gate → call middleware (pipeline, phase order) → upstream stage
+//	     → middleware's result handling (reverse order) → seal (redaction)
+//
+// The upstream stage records the allow decision (a call that cannot be
+// recorded does not run), calls the upstream through upstream.Server.Call
+// (which alone owns the timeout, the retry before sending and
+// cancellation) and records tool_called. Refusals by the middleware are
+// recorded by callGated, which wraps the whole pipeline, so each is
+// recorded once whichever middleware refused.
+
+// callOpts are what a caller of the path changes: the _meta sent upstream
+// (passthrough relays the client's, progress token rewritten) and whether
+// an upstream's JSON-RPC error is relayed as it is (passthrough) or
+// reported as an isError result (meta-tools).
+type callOpts struct {
+	meta     func(ctx context.Context) mcp.Meta
+	relayRPC bool
+	// around wraps the upstream call (passthrough tracks the client
+	// session it serves, to route server-to-client requests).
+	around func(srv *upstream.Server) func()
+}
+
+type callStateKey struct{}
+
+// callState carries one call's routing through the middleware to the
+// upstream stage, and tells callGated how far the call got.
+type callState struct {
+	srv  *upstream.Server
+	tool string
+	opts *callOpts
+	// reached is set once every middleware passed the call on.
+	reached bool
+}
+
+// upstreamFailure is an upstream's failure to answer (or its JSON-RPC
+// error), as opposed to a middleware's refusal.
+type upstreamFailure struct{ err error }
+
+func (u *upstreamFailure) Error() string { return u.err.Error() }
+func (u *upstreamFailure) Unwrap() error { return u.err }
+
+// errNotRecorded refuses a call whose allow decision could not be written
+// to the audit log.
+var errNotRecorded = errors.New("the audit log could not record the call")
+
+// buildCallPath builds the pipeline's handler once; it is safe for
+// concurrent use.
+func (g *Gateway) buildCallPath() {
+	g.callPath = g.pipe.Wrap(g.upstreamStage)
+}
+
+// upstreamStage is the end of the middleware chain: it records the allow
+// decision and calls the upstream.
+func (g *Gateway) upstreamStage(ctx context.Context, req *extension.CallRequest) (*extension.CallResult, error) {
+	st, _ := ctx.Value(callStateKey{}).(*callState)
+	if st == nil {
+		return nil, errors.New("tool call without a route")
+	}
+	st.reached = true
+	// The allow decision is recorded before the call runs; a call that
+	// cannot be recorded does not run.
+	if err := g.intercepted(ctx, req, "allow", ""); err != nil {
+		return nil, errNotRecorded
+	}
+	args, err := req.ArgumentsJSON()
+	if err != nil {
+		return nil, &upstreamFailure{err}
+	}
+	params := &mcp.CallToolParams{Name: st.tool, Arguments: args}
+	if st.opts != nil && st.opts.meta != nil {
+		params.Meta = st.opts.meta(ctx)
+	}
+	if st.opts != nil && st.opts.around != nil {
+		defer st.opts.around(st.srv)()
+	}
+	start := time.Now()
+	res, err := st.srv.Call(ctx, params)
+	k, v := g.argsField(req)
+	fields := map[string]any{k: v, "duration_ms": float64(time.Since(start).Microseconds()) / 1000}
+	if err != nil {
+		fields["error"] = err.Error()
+		g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: req.ServerName, Tool: req.Tool, Action: "error", Fields: fields})
+		return nil, &upstreamFailure{err}
+	}
+	fields["is_error"] = res.IsError
+	g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: req.ServerName, Tool: req.Tool, Action: "ok", Fields: fields})
+	return extension.NewCallResult(res), nil
+}
+
+// callGated runs a call that has passed the discovery gate: the call
+// middleware, the audit records, the upstream call and the middleware's
+// result handling. A middleware's refusal is returned as an error (a
+// *extension.Denial) and recorded here, once; an upstream's JSON-RPC error
+// is returned as a *jsonrpc.Error when opts.relayRPC; every other problem
+// is an isError result.
+func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opts *callOpts) (*mcp.CallToolResult, error) {
+	server, tool := req.ServerName, req.Tool
+	t, ok := g.cat.Lookup(req.ToolName)
+	// Route by the catalogue entry, and only when the name splits back to
+	// it: filters and the gate judged (server, tool) as split, so that must
+	// be what runs.
+	if ok && (t.Server != server || t.Name != tool) {
+		ok = false
+	}
+	srv, up := g.ups.Get(server)
+	if !ok || !up {
+		g.intercepted(ctx, req, "block", "unknown_tool")
+		return errorResult("call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server), nil
+	}
+	req.Def = t.Def
+	st := &callState{srv: srv, tool: t.Name, opts: opts}
+	out, err := g.callPath(context.WithValue(ctx, callStateKey{}, st), req)
+	if err == nil {
+		res, rerr := out.Result()
+		if rerr == nil {
+			return res, nil
+		}
+		err = rerr
+	}
+	var uf *upstreamFailure
+	switch {
+	case errors.Is(err, errNotRecorded):
+		// The error (logged by intercepted) names files: it stays in the
+		// operator's log.
+		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName), nil
+	case errors.As(err, &uf):
+		if srv.Config().IsRemote() && authFailure(uf.err) {
+			return errorResult("call_tool: %s", g.authMessage(server)), nil
+		}
+		var rpc *jsonrpc.Error
+		if opts != nil && opts.relayRPC && errors.As(uf.err, &rpc) {
+			return nil, rpc
+		}
+		return upstreamError(srv, t.Name, uf.err), nil
+	}
+	reason, phase := "filter", "request"
+	if st.reached {
+		reason, phase = "response_filter", "response"
+	}
+	if d, ok := extension.AsDenial(err); ok {
+		reason = d.Rule
+	}
+	if phase == "request" {
+		g.intercepted(ctx, req, "block", reason)
+	} else {
+		g.emit(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: req.Session, Server: server, Tool: tool, Action: "block", Reason: reason, Fields: map[string]any{"phase": "response"}})
+	}
+	return nil, err
+}
+
+// argsField is the audit field of a call's arguments: their hash, or the
+// arguments themselves when the operator asked for them.
+func (g *Gateway) argsField(req *extension.CallRequest) (string, any) {
+	args := req.Args()
+	if args == nil {
+		args = map[string]any{}
+	}
+	return g.argsFieldOf(args)
+}
+
+// extTools are the tools e serves, if it is a ToolProvider.
+func extTools(e extension.Extension) []extension.Tool {
+	if tp, ok := e.(extension.ToolProvider); ok {
+		return tp.Tools()
+	}
+	return nil
+}
+
+// extResources are the resources e serves, if it is a ResourceProvider.
+func extResources(e extension.Extension) []extension.Resource {
+	if rp, ok := e.(extension.ResourceProvider); ok {
+		return rp.Resources()
+	}
+	return nil
+}
