@@ -17,7 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/internal/catalog"
+	"github.com/toolgate/toolgate/extension"
 )
 
 // FileName is the pin file's name in the state directory.
@@ -372,25 +372,11 @@ func clone(f *File) (*File, error) {
 }
 
 // Canonical is a tool definition in the canonical JSON that
-// catalog.DefinitionHash hashes: name, description, input schema and
-// annotations, object keys sorted.
-func Canonical(d *mcp.Tool) json.RawMessage {
-	var schema any
-	if b, err := json.Marshal(d.InputSchema); err == nil {
-		_ = json.Unmarshal(b, &schema)
-	}
-	var ann any
-	if d.Annotations != nil {
-		if b, err := json.Marshal(d.Annotations); err == nil {
-			_ = json.Unmarshal(b, &ann)
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"name": d.Name, "description": d.Description, "inputSchema": schema, "annotations": ann})
-	return b
-}
+// DefinitionHash hashes (extension.CanonicalDefinition).
+func Canonical(d *mcp.Tool) json.RawMessage { return extension.CanonicalDefinition(d) }
 
-// Hash is a tool definition's hash, the same as catalog.DefinitionHash.
-func Hash(d *mcp.Tool) string { return catalog.DefinitionHash(d) }
+// Hash is a tool definition's hash (extension.DefinitionHash).
+func Hash(d *mcp.Tool) string { return extension.DefinitionHash(d) }
 
 // HashBytes is the hex SHA-256 of b.
 func HashBytes(b []byte) string {

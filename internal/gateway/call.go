@@ -191,3 +191,23 @@ func extResources(e extension.Extension) []extension.Resource {
 	}
 	return nil
 }
+
+// extensionCapabilities are the capabilities with every CapabilityProvider's
+// settings at extensions[ID], or nil when no extension advertises any.
+func extensionCapabilities(exts []extension.Extension) *mcp.ServerCapabilities {
+	caps := &mcp.ServerCapabilities{}
+	extension.AddCapabilities(caps, exts)
+	if len(caps.Extensions) == 0 {
+		return nil
+	}
+	return caps
+}
+
+// extensionSettings is capabilities.extensions: nil when no extension
+// advertises settings.
+func extensionSettings(exts []extension.Extension) map[string]any {
+	if caps := extensionCapabilities(exts); caps != nil {
+		return caps.Extensions
+	}
+	return nil
+}

@@ -106,11 +106,15 @@ func (g *Gateway) newPassthroughServer(sc scope) (*mcp.Server, error) {
 			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
 			Logging:     &mcp.LoggingCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
+			Extensions:  extensionSettings(g.pipe.Extensions()),
 		},
 		CompletionHandler:  p.complete,
 		SubscribeHandler:   p.subscribe,
 		UnsubscribeHandler: p.unsubscribe,
 	})
+	if err := extension.AddMethods(s, g.pipe.Extensions()); err != nil {
+		return nil, err
+	}
 	for _, e := range g.pipe.Extensions() {
 		for _, t := range extTools(e) {
 			if t.Tool == nil || t.Handler == nil {

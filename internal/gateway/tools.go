@@ -51,8 +51,17 @@ const instructions = `toolgate connects you to many tool servers without listing
 If a call fails because of an expired or missing credential, ask the user to update the tokens file and retry. Never ask the user for a token or secret in the conversation.`
 
 func (g *Gateway) newMCPServer(sc scope) (*mcp.Server, error) {
-	s := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate MCP gateway", Version: Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(g.log)})
+	opts := &mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(g.log)}
+	if caps := extensionCapabilities(g.pipe.Extensions()); caps != nil {
+		// The SDK's default (logging only) plus capabilities.extensions;
+		// tools are added for the meta-tools as without them.
+		caps.Logging = &mcp.LoggingCapabilities{}
+		opts.Capabilities = caps
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate MCP gateway", Version: Version}, opts)
+	if err := extension.AddMethods(s, g.pipe.Extensions()); err != nil {
+		return nil, err
+	}
 	// Results are redacted on their way out by the seal every client-facing
 	// server carries (see seal), not here.
 	handle := func(h func(context.Context, scope, *mcp.CallToolRequest) (*mcp.CallToolResult, error)) mcp.ToolHandler {
