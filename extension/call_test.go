@@ -108,3 +108,22 @@ func TestNamesAndHash(t *testing.T) {
 		t.Error("Name")
 	}
 }
+
+func TestRegisterDeprecated(t *testing.T) {
+	type cfg struct {
+		N int `json:"n"`
+	}
+	Register("test_new_name", func(c cfg) (Extension, error) { return nil, nil })
+	RegisterDeprecated("test_old_name", "test_new_name")
+	if _, renamed, ok := LookupName("test_old_name"); !ok || renamed != "test_new_name" {
+		t.Fatalf("LookupName(old) = %q, %v", renamed, ok)
+	}
+	if _, renamed, ok := LookupName("test_new_name"); !ok || renamed != "" {
+		t.Fatalf("LookupName(new) = %q, %v", renamed, ok)
+	}
+	for _, k := range Keys() {
+		if k == "test_old_name" {
+			t.Error("a deprecated key is listed")
+		}
+	}
+}

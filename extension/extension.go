@@ -10,8 +10,10 @@
 //
 //   - CallMiddleware wraps every tool call (meta-tool call_tool, passthrough
 //     tools/call, and tool calls the LLM proxy sees);
-//   - SearchFilter, ListFilter and LoadFilter see search results, a server's
-//     tool list and a run-time server load;
+//   - VisibilityFilter decides which tools a caller may see (search results
+//     and passthrough's tools/list); SearchFilter, ListFilter and LoadFilter
+//     see search results for a query, a server's tool list and a run-time
+//     server load;
 //   - Provisioner, Validator and Closer are its lifecycle;
 //   - Phaser places it in the pipeline (default PhaseInspect);
 //   - ToolProvider and ResourceProvider serve tools and resources beside the
@@ -105,7 +107,27 @@ type CallMiddleware interface {
 	WrapCall(next CallHandler) CallHandler
 }
 
-// SearchFilter may drop search results; it runs before truncation to top_k.
+// VisibilityFilter decides which catalogued tools a caller may see at all:
+// what search_tools may return (before the search filters, before
+// truncation to top_k) and what tools/list shows in passthrough mode. It
+// may drop tools; it must not modify them.
+type VisibilityFilter interface {
+	FilterVisible(ctx context.Context, req *VisibilityRequest, tools []SearchResult) ([]SearchResult, error)
+}
+
+// VisibilityRequest is who is about to be shown tools.
+type VisibilityRequest struct {
+	Session   string
+	Principal string
+	// Limit is how many of the tools, in order, will be shown: top_k for
+	// a search, 0 for a listing (all of them). A filter that presents
+	// tools elsewhere presents only as many as will be shown.
+	Limit int
+}
+
+// SearchFilter may drop or reorder search results for a query; it runs
+// after the visibility filters, before truncation to top_k, and only for
+// searches (a passthrough listing has no query).
 type SearchFilter interface {
 	FilterSearch(ctx context.Context, req *SearchRequest, results []SearchResult) ([]SearchResult, error)
 }

@@ -220,9 +220,9 @@ func (a *AccessControl) AdmitServer(_ context.Context, server string) error {
 	return nil
 }
 
-// FilterSearch drops every result Check refuses. It runs before top_k
+// FilterVisible drops every tool Check refuses. It runs before top_k
 // truncation, so a hidden tool never takes a result slot.
-func (a *AccessControl) FilterSearch(ctx context.Context, _ *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
+func (a *AccessControl) FilterVisible(ctx context.Context, _ *extension.VisibilityRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
 	out := results[:0:0]
 	p := extension.PrincipalFrom(ctx)
 	for _, r := range results {

@@ -68,7 +68,7 @@ func TestCheck(t *testing.T) {
 			a := newAC(t, tt.config)
 			// The call filter and the search filter must agree.
 			err := exttest.Call(a, context.Background(), &extension.CallRequest{ToolName: tt.tool, ServerName: tt.server})
-			res, serr := a.FilterSearch(context.Background(), &extension.SearchRequest{Query: "q", TopK: 5},
+			res, serr := a.FilterVisible(context.Background(), &extension.VisibilityRequest{},
 				[]extension.SearchResult{{Name: tt.tool, Server: tt.server}})
 			if serr != nil {
 				t.Fatal(serr)
@@ -109,7 +109,7 @@ func TestSearchFilterKeepsOrderAndInput(t *testing.T) {
 		{Name: "fs__write_file", Server: "fs"},
 	}
 	orig := slices.Clone(in)
-	out, err := a.FilterSearch(context.Background(), &extension.SearchRequest{}, in)
+	out, err := a.FilterVisible(context.Background(), &extension.VisibilityRequest{}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,14 +147,14 @@ func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }
 // TestConcurrent runs the filters from many goroutines (meaningful under -race).
 func TestConcurrent(t *testing.T) {
 	a := newAC(t, `{"deny_patterns": ["*__delete_*"], "allow_servers": ["fs"]}`)
-	call, srch := exttest.CallFunc(a), a.FilterSearch
+	call, srch := exttest.CallFunc(a), a.FilterVisible
 	done := make(chan struct{})
 	for range 8 {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for range 200 {
 				_ = call(context.Background(), &extension.CallRequest{ToolName: "fs__delete_x", ServerName: "fs"})
-				_, _ = srch(context.Background(), &extension.SearchRequest{}, []extension.SearchResult{{Name: "fs__a", Server: "fs"}})
+				_, _ = srch(context.Background(), &extension.VisibilityRequest{}, []extension.SearchResult{{Name: "fs__a", Server: "fs"}})
 			}
 		}()
 	}
@@ -236,7 +236,7 @@ func TestAllowGrantsByGroupAndPrincipal(t *testing.T) {
 			server, tool, _ := strings.Cut(n, "__")
 			results = append(results, extension.SearchResult{Name: n, Server: server, Tool: tool})
 		}
-		shown, err := a.FilterSearch(ctx, &extension.SearchRequest{}, results)
+		shown, err := a.FilterVisible(ctx, &extension.VisibilityRequest{}, results)
 		if err != nil {
 			t.Fatal(err)
 		}

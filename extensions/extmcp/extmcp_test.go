@@ -361,7 +361,7 @@ func TestSearchDropsAndRefills(t *testing.T) {
 	n.serve(t, "127.0.0.1:9001", f)
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","methods":{"tools/list":"response"}}]}`)
 	in := results("a__one", "b__drop1", "a__drop2", "b__two", "a__three", "c__four", "c__five")
-	out, err := g.FilterSearch(ctxT(t), &extension.SearchRequest{Query: "q", TopK: 3}, in)
+	out, err := g.FilterVisible(ctxT(t), &extension.VisibilityRequest{Limit: 3}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,11 +412,11 @@ func TestSearchDenyAndRequestPhase(t *testing.T) {
 	}}
 	n.serve(t, "127.0.0.1:9001", f)
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9001","methods":{"*/list":"request","tools/call":"off"}}]}`)
-	out, err := g.FilterSearch(ctxT(t), &extension.SearchRequest{TopK: 5}, results("a__one", "a__two"))
+	out, err := g.FilterVisible(ctxT(t), &extension.VisibilityRequest{Limit: 5}, results("a__one", "a__two"))
 	if err != nil || names(out) != "a__one,a__two" {
 		t.Fatalf("%v %s", err, names(out))
 	}
-	_, err = g.FilterSearch(ctxT(t), &extension.SearchRequest{TopK: 5}, results("a__one", "b__two", "c__three"))
+	_, err = g.FilterVisible(ctxT(t), &extension.VisibilityRequest{Limit: 5}, results("a__one", "b__two", "c__three"))
 	d := denial(t, err)
 	if d.RPCError().Code != -32001 || d.Reason != "server b is off limits" {
 		t.Errorf("denial %+v", d)
@@ -426,12 +426,12 @@ func TestSearchDenyAndRequestPhase(t *testing.T) {
 func TestSearchFailOpenKeepsResults(t *testing.T) {
 	var n fakeNet
 	g := n.build(t, `{"processors":[{"host":"127.0.0.1:9009","failureMode":"failOpen","timeout":"100ms","methods":{"tools/list":"full"}}]}`)
-	out, err := g.FilterSearch(ctxT(t), &extension.SearchRequest{TopK: 2}, results("a__one", "b__two", "c__three"))
+	out, err := g.FilterVisible(ctxT(t), &extension.VisibilityRequest{Limit: 2}, results("a__one", "b__two", "c__three"))
 	if err != nil || names(out) != "a__one,b__two" {
 		t.Errorf("%v %s", err, names(out))
 	}
 	closed := n.build(t, `{"processors":[{"host":"127.0.0.1:9009","timeout":"100ms","methods":{"tools/list":"response"}}]}`)
-	if _, err := closed.FilterSearch(ctxT(t), &extension.SearchRequest{TopK: 2}, results("a__one")); err == nil {
+	if _, err := closed.FilterVisible(ctxT(t), &extension.VisibilityRequest{Limit: 2}, results("a__one")); err == nil {
 		t.Error("failClosed allowed a search with the processor down")
 	}
 }

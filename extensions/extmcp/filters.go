@@ -163,7 +163,7 @@ func decodeResult(b []byte) (*mcp.CallToolResult, error) {
 	return &r, nil
 }
 
-// searchFilter presents what search_tools would show as tools/list traffic,
+// searchFilter presents what search_tools or tools/list would show as tools/list traffic,
 // once per upstream server (as a proxy fans tools/list out): processors with
 // tools/list in the request phase see a tools/list request for each server
 // whose tools are about to be shown, and those with it in the response phase
@@ -175,14 +175,14 @@ func decodeResult(b []byte) (*mcp.CallToolResult, error) {
 // ranking. When processors drop some, the next-ranked tools are presented
 // in their place until top_k are accepted or the ranking runs out, so a
 // tool no processor has seen is never shown.
-func (g *Guardrails) searchFilter() func(context.Context, *extension.SearchRequest, []extension.SearchResult) ([]extension.SearchResult, error) {
+func (g *Guardrails) searchFilter() func(context.Context, *extension.VisibilityRequest, []extension.SearchResult) ([]extension.SearchResult, error) {
 	reqProcs := g.procsFor(methodList, PhaseRequest)
 	resProcs := g.procsFor(methodList, PhaseResponse)
 	if len(reqProcs) == 0 && len(resProcs) == 0 {
 		return nil
 	}
-	return func(ctx context.Context, sreq *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
-		want := sreq.TopK
+	return func(ctx context.Context, sreq *extension.VisibilityRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
+		want := sreq.Limit
 		if want <= 0 || want > len(results) {
 			want = len(results)
 		}
@@ -205,7 +205,7 @@ func (g *Guardrails) searchFilter() func(context.Context, *extension.SearchReque
 // checkListing runs one batch of ranked results past the processors, one
 // server at a time and the servers concurrently. It returns the survivors in
 // rank order, or the denial of the best-ranked server that was refused.
-func (g *Guardrails) checkListing(ctx context.Context, sreq *extension.SearchRequest, reqProcs, resProcs []*processor, batch []extension.SearchResult, listed map[string]bool) ([]extension.SearchResult, error) {
+func (g *Guardrails) checkListing(ctx context.Context, sreq *extension.VisibilityRequest, reqProcs, resProcs []*processor, batch []extension.SearchResult, listed map[string]bool) ([]extension.SearchResult, error) {
 	type group struct {
 		server  string
 		results []extension.SearchResult
@@ -367,8 +367,9 @@ func applyListing(b []byte, results []extension.SearchResult) ([]extension.Searc
 	return out, nil
 }
 
-// FilterSearch runs the search filter when a processor has tools/list.
-func (g *Guardrails) FilterSearch(ctx context.Context, req *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
+// FilterVisible presents the tools about to be shown as tools/list
+// traffic when a processor has tools/list (see searchFilter).
+func (g *Guardrails) FilterVisible(ctx context.Context, req *extension.VisibilityRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
 	if f := g.searchFilter(); f != nil {
 		return f(ctx, req, results)
 	}

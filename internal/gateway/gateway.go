@@ -155,7 +155,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if err := g.openAudit(); err != nil {
 		return nil, err
 	}
-	builtins, err := builtinExtensions(opts.Config)
+	builtins, err := builtinExtensions(opts.Config, log)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ var DefaultOn = []string{"shadowing", "name_similarity", "version_pinning", "too
 // builtinExtensions instantiates the extension registered for every key of
 // the filters object other than similarity_threshold, in the file's order,
 // then the DefaultOn protections the config does not mention.
-func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
+func builtinExtensions(cfg *config.Config, log *slog.Logger) ([]extension.Extension, error) {
 	keys := cfg.Filters.Order
 	if len(keys) != len(cfg.Filters.Extensions) { // a config built in code
 		keys = keys[:0:0]
@@ -247,7 +247,10 @@ func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 	var out []extension.Extension
 	for _, k := range keys {
 		raw := raws[k]
-		f, ok := extension.Lookup(k)
+		f, renamed, ok := extension.LookupName(k)
+		if ok && renamed != "" {
+			log.Warn("config: a filters key is deprecated; use its new name", "key", k, "name", renamed)
+		}
 		if !ok {
 			hint := ""
 			if s := config.Suggest(k, append(extension.Keys(), "similarity_threshold", "egress")); s != "" {

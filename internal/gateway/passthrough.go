@@ -212,7 +212,7 @@ func (p *passthrough) session(sc scope, req mcp.Request) (*mcp.ServerSession, st
 }
 
 // listed returns the tools a client is shown: every catalogued tool that
-// the search filters let through (in hybrid mode, only the pinned ones),
+// the visibility filters let through (in hybrid mode, only the pinned ones),
 // keyed by the name the client sees.
 func (p *passthrough) listed(ctx context.Context, key string) (map[string]*catalog.Tool, []extension.SearchResult, error) {
 	all := p.g.cat.All()
@@ -231,7 +231,7 @@ func (p *passthrough) listed(ctx context.Context, key string) (map[string]*catal
 			Description: t.Def.Description, InputSchema: t.Def.InputSchema, Score: 1, Def: t.Def,
 		})
 	}
-	results, err := p.g.pipe.Search(ctx, &extension.SearchRequest{TopK: len(results), Session: key, Principal: extension.PrincipalFrom(ctx).ID()}, results)
+	results, err := p.g.pipe.Visible(ctx, &extension.VisibilityRequest{Session: key, Principal: extension.PrincipalFrom(ctx).ID()}, results)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -245,14 +245,14 @@ func (p *passthrough) listed(ctx context.Context, key string) (map[string]*catal
 }
 
 // shows reports whether tools/list shows this session the tool the client
-// calls name (qualified: its catalogue name): the same filters run on that
-// one tool.
+// calls name (qualified: its catalogue name): the visibility filters run
+// on that one tool.
 func (p *passthrough) shows(ctx context.Context, key, name, qualified string) (bool, error) {
 	t, ok := p.g.cat.Lookup(qualified)
 	if !ok || p.exposeTool(t) != name || (p.hybrid && !p.pinned[qualified]) || (p.bare != "" && t.Server != p.bare) {
 		return false, nil
 	}
-	results, err := p.g.pipe.Search(ctx, &extension.SearchRequest{TopK: 1, Session: key, Principal: extension.PrincipalFrom(ctx).ID()}, []extension.SearchResult{{
+	results, err := p.g.pipe.Visible(ctx, &extension.VisibilityRequest{Session: key, Principal: extension.PrincipalFrom(ctx).ID(), Limit: 1}, []extension.SearchResult{{
 		Name: t.Qualified, Server: t.Server, Tool: t.Name,
 		Description: t.Def.Description, InputSchema: t.Def.InputSchema, Score: 1, Def: t.Def,
 	}})

@@ -19,12 +19,13 @@ import (
 
 // Pipeline is an immutable set of provisioned extensions and their filters.
 type Pipeline struct {
-	log    *slog.Logger
-	exts   []extension.Extension
-	search []stage[extension.SearchFilter]
-	call   []stage[extension.CallMiddleware]
-	load   []stage[extension.LoadFilter]
-	list   []stage[extension.ListFilter]
+	log     *slog.Logger
+	exts    []extension.Extension
+	visible []stage[extension.VisibilityFilter]
+	search  []stage[extension.SearchFilter]
+	call    []stage[extension.CallMiddleware]
+	load    []stage[extension.LoadFilter]
+	list    []stage[extension.ListFilter]
 }
 
 type stage[F any] struct {
@@ -88,6 +89,9 @@ func Build(ctx context.Context, log *slog.Logger, host func(id string) extension
 	sort.SliceStable(ordered, func(i, j int) bool { return extension.PhaseOf(ordered[i]) < extension.PhaseOf(ordered[j]) })
 	for _, e := range ordered {
 		id := e.ID()
+		if f, ok := e.(extension.VisibilityFilter); ok {
+			p.visible = append(p.visible, stage[extension.VisibilityFilter]{id, f})
+		}
 		if f, ok := e.(extension.SearchFilter); ok {
 			p.search = append(p.search, stage[extension.SearchFilter]{id, f})
 		}
@@ -123,8 +127,26 @@ func (p *Pipeline) Close() error {
 	return errors.Join(errs...)
 }
 
-// Search passes results through every search filter.
+// Visible passes tools through every visibility filter.
+func (p *Pipeline) Visible(ctx context.Context, req *extension.VisibilityRequest, tools []extension.SearchResult) ([]extension.SearchResult, error) {
+	for _, s := range p.visible {
+		var out []extension.SearchResult
+		err := safe(func() (err error) { out, err = s.f.FilterVisible(ctx, req, tools); return err })
+		if err != nil {
+			return nil, p.denial(s.id, "visible", err)
+		}
+		tools = out
+	}
+	return tools, nil
+}
+
+// Search passes a search's results through the visibility filters, then
+// every search filter.
 func (p *Pipeline) Search(ctx context.Context, req *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
+	results, err := p.Visible(ctx, &extension.VisibilityRequest{Session: req.Session, Principal: req.Principal, Limit: req.TopK}, results)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range p.search {
 		var out []extension.SearchResult
 		err := safe(func() (err error) { out, err = s.f.FilterSearch(ctx, req, results); return err })

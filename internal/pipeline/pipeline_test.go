@@ -189,3 +189,32 @@ func TestMiddlewareWithoutResultFailsClosed(t *testing.T) {
 		t.Fatalf("want a denial by com.example/nil, got %v", d)
 	}
 }
+
+// hider is a visibility filter that hides tools named "*secret*".
+type hider struct{}
+
+func (hider) ID() string { return "com.example/hider" }
+func (hider) FilterVisible(_ context.Context, _ *extension.VisibilityRequest, in []extension.SearchResult) ([]extension.SearchResult, error) {
+	return slices.DeleteFunc(in, func(s extension.SearchResult) bool { return strings.Contains(s.Name, "secret") }), nil
+}
+
+// A listing runs the visibility filters only; a search runs them and then
+// the search filters, which judge a query.
+func TestVisibilityIsNotASearch(t *testing.T) {
+	var trace []string
+	p, err := Build(context.Background(), nil, host, nil, []extension.Extension{hider{}, &rec{id: "com.example/search", trace: &trace}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func() []extension.SearchResult {
+		return []extension.SearchResult{{Name: "a__secret"}, {Name: "a__delete_x"}, {Name: "a__read"}}
+	}
+	listed, err := p.Visible(context.Background(), &extension.VisibilityRequest{}, in())
+	if err != nil || len(listed) != 2 || listed[0].Name != "a__delete_x" {
+		t.Fatalf("listing = %v, %v: want the visibility filter only", listed, err)
+	}
+	found, err := p.Search(context.Background(), &extension.SearchRequest{Query: "q", TopK: 5}, in())
+	if err != nil || len(found) != 1 || found[0].Name != "a__read" {
+		t.Fatalf("search = %v, %v: want both filters", found, err)
+	}
+}
