@@ -82,7 +82,7 @@ type Gateway struct {
 	// stage (call.go), built once.
 	callPath extension.CallHandler
 	servers  map[scope]*mcp.Server
-	pt       *passthrough // passthrough and hybrid modes; nil in meta mode
+	pt       *ptMode // passthrough and hybrid modes; nil in meta mode
 
 	sessions sync.Map // *mcp.ServerSession → string key, for sessions without an id
 
@@ -182,8 +182,8 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	if m := opts.Config.Mode; m == config.ModePassthrough || m == config.ModeHybrid {
 		g.pt = newPassthrough(g, opts.Config)
-		uopts.ClientOptions = g.pt.clientOptions
-		uopts.ClientMiddleware = g.pt.clientMiddleware
+		uopts.ClientOptions = g.pt.ClientOptions
+		uopts.ClientMiddleware = g.pt.ClientMiddleware
 	}
 	g.ups = upstream.NewManager(uopts)
 	g.metrics.serverLabel = g.metricServer
