@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/glob"
 )
 
 // Sep joins a server name and a tool name into a qualified name.
@@ -68,3 +70,8 @@ const (
 	EventServerLoadDenied     = "server_load_denied"
 	EventSearch               = "search"
 )
+
+// MatchGlob reports whether name matches pattern in toolgate's one glob
+// dialect, the one its config uses: '*' matches any run of characters, '?'
+// one character, everything else itself; anchored at both ends.
+func MatchGlob(pattern, name string) bool { return glob.Match(pattern, name) }

@@ -22,7 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/glob"
+	"github.com/toolgate/toolgate/internal/glob"
 )
 
 // Key is the filters config key; ID the extension identifier.

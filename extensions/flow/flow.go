@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/glob"
 )
 
 // Key is the filters config key.
@@ -115,7 +115,7 @@ func FromConfig(cfg Config) (extension.Extension, error) {
 		return nil, err
 	}
 	for i, c := range cfg.Classify {
-		if _, err := path.Match(c.Tools, ""); err != nil || c.Tools == "" {
+		if glob.Validate(c.Tools) != nil {
 			return nil, fmt.Errorf("classify[%d].tools: bad glob %q", i, c.Tools)
 		}
 		switch c.Category {
@@ -324,7 +324,7 @@ func (cl classification) fields(m map[string]any) map[string]any {
 // (content, payload...) makes a read- or unknown-named tool a write.
 func (f *Flow) classify(qualified, tool string, def *mcp.Tool, args map[string]any) classification {
 	for _, c := range f.cfg.Classify {
-		if ok, _ := path.Match(c.Tools, qualified); ok {
+		if glob.Match(c.Tools, qualified) {
 			return classification{category: c.Category, source: c.Category == Read}
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/glob"
+	"github.com/toolgate/toolgate/internal/glob"
 	"github.com/toolgate/toolgate/internal/netguard"
 )
 

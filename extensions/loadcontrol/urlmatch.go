@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/net/idna"
 
-	"github.com/toolgate/toolgate/extensions/internal/glob"
+	"github.com/toolgate/toolgate/internal/glob"
 	"github.com/toolgate/toolgate/internal/netguard"
 )
 

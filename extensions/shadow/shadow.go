@@ -31,8 +31,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/internal/glob"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/glob"
 )
 
 // Key is the filters config key.

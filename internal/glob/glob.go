@@ -1,5 +1,5 @@
-// Package glob matches the simple wildcard patterns used in the built-in
-// extensions' configuration: '*' matches any run of characters (including
+// Package glob is toolgate's one glob dialect, for every pattern in the
+// config (env_allow/env_deny, the built-in extensions' name patterns): '*' matches any run of characters (including
 // none) and '?' matches exactly one character; every other character,
 // including '[', '\\' and '/', matches only itself. Patterns are anchored at
 // both ends. There are no escapes and no character classes, so a pattern
@@ -7,6 +7,8 @@
 package glob
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -84,4 +86,18 @@ func (set Set) Match(s string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Validate rejects a pattern that is empty or that uses the syntax of
+// other glob dialects (character classes, escapes): in this one, '[' and
+// '\\' would match only themselves, which is never what such a pattern
+// means where names cannot hold them (environment variables, tool names).
+func Validate(pattern string) error {
+	switch {
+	case pattern == "":
+		return errors.New("empty pattern")
+	case strings.ContainsAny(pattern, `[]\`):
+		return fmt.Errorf("pattern %q: only '*' and '?' are wildcards; character classes and escapes are not supported", pattern)
+	}
+	return nil
 }

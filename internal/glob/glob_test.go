@@ -105,3 +105,11 @@ func reference(p, s []string) bool {
 	}
 	return ok[len(s)]
 }
+
+func TestValidate(t *testing.T) {
+	for p, ok := range map[string]bool{"GITHUB_*": true, "a?c": true, "*": true, "": false, "[ab]*": false, `a\*`: false, "x]": false} {
+		if err := Validate(p); (err == nil) != ok {
+			t.Errorf("Validate(%q) = %v, want ok=%v", p, err, ok)
+		}
+	}
+}
