@@ -105,13 +105,79 @@ func (g *Gateway) upstreamStage(ctx context.Context, req *extension.CallRequest)
 	return extension.NewCallResult(res), nil
 }
 
-// callGated runs a call that has passed the discovery gate: the call
-// middleware, the audit records, the upstream call and the middleware's
-// result handling. A middleware's refusal is returned as an error (a
-// *extension.Denial) and recorded here, once; an upstream's JSON-RPC error
-// is returned as a *jsonrpc.Error when opts.relayRPC; every other problem
-// is an isError result.
-func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opts *callOpts) (*mcp.CallToolResult, error) {
+// refusal is the one type of every way a tool call ends without a result
+// to return: a check before the call (name, discovery gate, listing), a
+// middleware's denial or failure, a refusal of the result, an upstream's
+// failure, an audit log that cannot record. Each mode renders it: meta-tools
+// as an isError result, passthrough as the JSON-RPC error a proxy answers
+// with (or the same isError result for an upstream's failure).
+type refusal struct {
+	// reason is recorded as the decision's reason; "" when nothing is to
+	// be recorded (the upstream stage recorded the call, or the audit log
+	// cannot record).
+	reason string
+	// phase is "request", or "response" for a refused result.
+	phase string
+	// denial is a middleware's refusal.
+	denial *extension.Denial
+	// result is the isError result that reports it, when not a denial.
+	result *mcp.CallToolResult
+	// rpc, when set, is the JSON-RPC error passthrough answers with.
+	rpc *jsonrpc.Error
+}
+
+// refuse is a refusal by a check before the call, reported as text.
+func refuse(reason, format string, args ...any) *refusal {
+	return &refusal{reason: reason, phase: "request", result: errorResult(format, args...)}
+}
+
+// toolResult renders r for the meta-tools: an isError result.
+func (r *refusal) toolResult(tool string) *mcp.CallToolResult {
+	if r.result != nil {
+		return r.result
+	}
+	if r.denial != nil {
+		return refusedResult(r.denial, "call_tool: %s was refused by %s: %s", tool, r.denial.Rule, r.denial.Reason)
+	}
+	return errorResult("call_tool: %s was refused.", tool)
+}
+
+// answer renders r for passthrough: the JSON-RPC error of a denial or of a
+// check, the upstream's own JSON-RPC error, or an isError result.
+func (r *refusal) answer() (mcp.Result, error) {
+	switch {
+	case r.rpc != nil:
+		return nil, r.rpc
+	case r.denial != nil:
+		return nil, filterRPCError(r.denial)
+	}
+	return r.result, nil
+}
+
+// runCall is the outermost stage of a tool call: it runs the mode's checks
+// (check, before the call path), then the call path, and records the
+// refusal, if any, exactly once.
+func (g *Gateway) runCall(ctx context.Context, req *extension.CallRequest, opts *callOpts, check func() *refusal) (*mcp.CallToolResult, *refusal) {
+	var res *mcp.CallToolResult
+	r := check()
+	if r == nil {
+		res, r = g.callGated(ctx, req, opts)
+	}
+	if r != nil && r.reason != "" {
+		if r.phase == "response" {
+			g.emit(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: req.Session, Server: req.ServerName, Tool: req.Tool, Action: "block", Reason: r.reason, Fields: map[string]any{"phase": "response"}})
+		} else {
+			g.intercepted(ctx, req, "block", r.reason)
+		}
+	}
+	return res, r
+}
+
+// callGated runs a call that has passed the mode's checks: the call
+// middleware, the allow and tool_called records, the upstream call and the
+// middleware's result handling. It returns the result or the refusal;
+// runCall records the refusal.
+func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opts *callOpts) (*mcp.CallToolResult, *refusal) {
 	server, tool := req.ServerName, req.Tool
 	t, ok := g.cat.Lookup(req.ToolName)
 	// Route by the catalogue entry, and only when the name splits back to
@@ -122,8 +188,7 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opt
 	}
 	srv, up := g.ups.Get(server)
 	if !ok || !up {
-		g.intercepted(ctx, req, "block", "unknown_tool")
-		return errorResult("call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server), nil
+		return nil, refuse("unknown_tool", "call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server)
 	}
 	req.Def = t.Def
 	st := &callState{srv: srv, tool: t.Name, opts: opts}
@@ -133,37 +198,34 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opt
 		if rerr == nil {
 			return res, nil
 		}
-		err = rerr
+		err = &upstreamFailure{rerr}
 	}
 	var uf *upstreamFailure
 	switch {
 	case errors.Is(err, errNotRecorded):
 		// The error (logged by intercepted) names files: it stays in the
 		// operator's log.
-		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName), nil
+		return nil, &refusal{result: errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName)}
 	case errors.As(err, &uf):
+		// The upstream stage recorded the call and its error.
 		if srv.Config().IsRemote() && authFailure(uf.err) {
-			return errorResult("call_tool: %s", g.authMessage(server)), nil
+			return nil, &refusal{result: errorResult("call_tool: %s", g.authMessage(server))}
 		}
+		r := &refusal{result: upstreamError(srv, t.Name, uf.err)}
 		var rpc *jsonrpc.Error
 		if opts != nil && opts.relayRPC && errors.As(uf.err, &rpc) {
-			return nil, rpc
+			r.rpc = rpc
 		}
-		return upstreamError(srv, t.Name, uf.err), nil
+		return nil, r
 	}
-	reason, phase := "filter", "request"
+	r := &refusal{reason: "filter", phase: "request"}
 	if st.reached {
-		reason, phase = "response_filter", "response"
+		r.reason, r.phase = "response_filter", "response"
 	}
 	if d, ok := extension.AsDenial(err); ok {
-		reason = d.Rule
+		r.reason, r.denial = d.Rule, d
 	}
-	if phase == "request" {
-		g.intercepted(ctx, req, "block", reason)
-	} else {
-		g.emit(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: req.Session, Server: server, Tool: tool, Action: "block", Reason: reason, Fields: map[string]any{"phase": "response"}})
-	}
-	return nil, err
+	return nil, r
 }
 
 // argsField is the audit field of a call's arguments: their hash, or the

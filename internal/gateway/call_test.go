@@ -200,3 +200,60 @@ func TestExtensionMethodsAndCapabilities(t *testing.T) {
 		t.Errorf("version-gated method: %v, want method not found", err)
 	}
 }
+
+// TestPassthroughRefusalRecordedOnce is TestEveryRefusalRecordedOnce for
+// tools/call in passthrough mode, which shares the call path: each refusal
+// is answered with its JSON-RPC error and recorded once.
+func TestPassthroughRefusalRecordedOnce(t *testing.T) {
+	url := echoUpstream(t)
+	ctx := context.Background()
+	cfg := &config.Config{Exposure: config.Exposure{Mode: config.ModePassthrough}, Servers: map[string]*config.Server{"up": {Name: "up", URL: url + "/", Transport: config.TransportStreamableHTTP}},
+		Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
+	g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir(), Extensions: []extension.Extension{refuser{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := g.Connect(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tc := range []struct {
+		tool, mode, reason string
+		code               int64
+	}{
+		{"up__nope", "", "not_listed", jsonrpc.CodeInvalidParams},
+		{"up__echo", "deny", "refuser.deny", extension.RPCCodePermissionDenied},
+		{"up__echo", "fail", "dev.test/refuser", extension.RPCCodePermissionDenied},
+		{"up__echo", "response", "refuser.response", extension.RPCCodePermissionDenied},
+		{"up__echo", "", "", 0},
+	} {
+		before := len(readAudit(t, g.AuditPath()))
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: map[string]any{"message": "x", "mode": tc.mode}})
+		var rpc *jsonrpc.Error
+		if tc.code != 0 && (!errors.As(err, &rpc) || rpc.Code != tc.code) {
+			t.Errorf("%s %s: %v, want JSON-RPC error %d", tc.tool, tc.mode, err, tc.code)
+		}
+		if tc.code == 0 && err != nil {
+			t.Errorf("allowed call: %v", err)
+		}
+		var blocks []auditLine
+		for _, l := range readAudit(t, g.AuditPath())[before:] {
+			if l.Type == "tool_call_intercepted" && l.Action == "block" {
+				blocks = append(blocks, l)
+			}
+		}
+		want := 1
+		if tc.reason == "" {
+			want = 0
+		}
+		if len(blocks) != want || (want == 1 && blocks[0].Reason != tc.reason) {
+			t.Errorf("%s %s: block records %+v, want one with reason %q", tc.tool, tc.mode, blocks, tc.reason)
+		}
+	}
+}

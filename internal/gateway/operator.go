@@ -29,15 +29,16 @@ func (g *Gateway) OperatorCall(ctx context.Context, toolName string, args map[st
 		args = map[string]any{}
 	}
 	req := (&extension.CallRequest{ToolName: toolName, Session: OperatorSession, Principal: OperatorPrincipal}).WithArguments(args)
-	server, tool, ok := catalog.Split(toolName)
-	if !ok {
-		g.intercepted(ctx, req, "block", "malformed_name")
-		return errorResult("%q is not a tool name; names have the form server__tool (see toolgate tools)", toolName)
-	}
-	req.ServerName, req.Tool = server, tool
-	res, err := g.callGated(ctx, req, nil)
-	if err != nil {
-		return denialResult(toolName, err)
+	res, r := g.runCall(ctx, req, nil, func() *refusal {
+		server, tool, ok := catalog.Split(toolName)
+		if !ok {
+			return refuse("malformed_name", "%q is not a tool name; names have the form server__tool (see toolgate tools)", toolName)
+		}
+		req.ServerName, req.Tool = server, tool
+		return nil
+	})
+	if r != nil {
+		return r.toolResult(toolName)
 	}
 	// No MCP server (and so no seal) stands between this result and the
 	// terminal or script that asked for it.

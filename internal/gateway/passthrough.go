@@ -4,7 +4,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -297,21 +296,9 @@ func (p *ptMode) callTool(ctx context.Context, sc scope, req *mcp.CallToolReques
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
-	shown, err := p.shows(ctx, key, name, creq.ToolName)
-	if err != nil {
-		p.g.intercepted(ctx, creq, "block", "list_filter_error")
-		return nil, filterRPCError(err)
-	}
-	if !shown {
-		p.g.intercepted(ctx, creq, "block", "not_listed")
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
-	}
-	if err := checkObject(req.Params.Arguments); err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-	}
 	creq = creq.WithRawArguments(req.Params.Arguments)
 	var meta mcp.Meta
-	res, err := p.g.callGated(ctx, creq, &callOpts{
+	opts := &callOpts{
 		relayRPC: true,
 		meta: func(context.Context) mcp.Meta {
 			meta = p.RelayMeta(req.Params.Meta, ss)
@@ -321,18 +308,28 @@ func (p *ptMode) callTool(ctx context.Context, sc scope, req *mcp.CallToolReques
 			untrack := p.Track(srv.Name(), ss)
 			return func() { untrack(); p.DropProgress(meta) }
 		},
-	})
-	if err != nil {
-		var rpc *jsonrpc.Error
-		if errors.As(err, &rpc) && !isDenial(err) {
-			return nil, rpc
+	}
+	res, r := p.g.runCall(ctx, creq, opts, func() *refusal {
+		// Listing is the surfacing: a tool is callable exactly when
+		// tools/list would show it to this session.
+		shown, err := p.shows(ctx, key, name, creq.ToolName)
+		if err != nil {
+			return &refusal{reason: "list_filter_error", phase: "request", rpc: filterRPCError(err)}
 		}
-		return nil, filterRPCError(err)
+		if !shown {
+			return &refusal{reason: "not_listed", phase: "request", rpc: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}}
+		}
+		if err := checkObject(req.Params.Arguments); err != nil {
+			// Malformed input, not a decision: answered, not recorded.
+			return &refusal{rpc: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}}
+		}
+		return nil
+	})
+	if r != nil {
+		return r.answer()
 	}
 	return res, nil
 }
-
-func isDenial(err error) bool { _, ok := extension.AsDenial(err); return ok }
 
 // filterRPCError is the JSON-RPC error of a filter's refusal: the denial's
 // own code (-32001 permission denied, -32003 resource exhausted, ...), or

@@ -448,37 +448,34 @@ func checkObject(raw json.RawMessage) error {
 }
 
 // Call runs a call_tool request: the discovery gate first, always, then the
-// call filters, the upstream call and the response filters. Every refusal is
-// an isError result.
+// shared call path (call.go). Every refusal is an isError result.
 func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest, token string) *mcp.CallToolResult {
-	server, tool, ok := catalog.Split(req.ToolName)
-	if !ok {
-		g.intercepted(ctx, req, "block", "malformed_name")
-		return errorResult("call_tool: %q is not a tool name from search_tools; names have the form server__tool. Call search_tools to find the tool first.", req.ToolName)
-	}
-	req.ServerName, req.Tool = server, tool
-	// The discovery gate. It cannot be configured off.
-	switch sc {
-	case scopeStateless:
-		if err := g.signer.Verify(token, req.Principal, req.ToolName); err != nil {
-			g.intercepted(ctx, req, "block", "discovery_gate")
-			return errorResult("call_tool: %q cannot be called: %v. Call search_tools to find the tool, then pass its discovery_token to call_tool.", req.ToolName, err)
+	res, r := g.runCall(ctx, req, nil, func() *refusal {
+		server, tool, ok := catalog.Split(req.ToolName)
+		if !ok {
+			return refuse("malformed_name", "call_tool: %q is not a tool name from search_tools; names have the form server__tool. Call search_tools to find the tool first.", req.ToolName)
 		}
-	default:
-		seen, err := g.gate.Has(ctx, req.Session, req.ToolName)
-		if err != nil {
-			g.log.Error("gate lookup failed; refusing", "error", err)
-			g.intercepted(ctx, req, "block", "discovery_gate_error")
-			return errorResult("call_tool: the discovery record could not be checked, so %q was not called; try again.", req.ToolName)
+		req.ServerName, req.Tool = server, tool
+		// The discovery gate. It cannot be configured off.
+		switch sc {
+		case scopeStateless:
+			if err := g.signer.Verify(token, req.Principal, req.ToolName); err != nil {
+				return refuse("discovery_gate", "call_tool: %q cannot be called: %v. Call search_tools to find the tool, then pass its discovery_token to call_tool.", req.ToolName, err)
+			}
+		default:
+			seen, err := g.gate.Has(ctx, req.Session, req.ToolName)
+			if err != nil {
+				g.log.Error("gate lookup failed; refusing", "error", err)
+				return refuse("discovery_gate_error", "call_tool: the discovery record could not be checked, so %q was not called; try again.", req.ToolName)
+			}
+			if !seen {
+				return refuse("discovery_gate", "call_tool: %q has not been returned by search_tools in this session. Call search_tools with a description of the task first, then call the tool by the exact name it returns.", req.ToolName)
+			}
 		}
-		if !seen {
-			g.intercepted(ctx, req, "block", "discovery_gate")
-			return errorResult("call_tool: %q has not been returned by search_tools in this session. Call search_tools with a description of the task first, then call the tool by the exact name it returns.", req.ToolName)
-		}
-	}
-	res, err := g.callGated(ctx, req, nil)
-	if err != nil {
-		return denialResult(req.ToolName, err)
+		return nil
+	})
+	if r != nil {
+		return r.toolResult(req.ToolName)
 	}
 	return res
 }
@@ -497,13 +494,6 @@ func (g *Gateway) intercepted(ctx context.Context, req *extension.CallRequest, a
 		g.log.Error("audit: event not recorded", "type", audit.ToolCallIntercepted, "error", err)
 	}
 	return err
-}
-
-func denialResult(tool string, err error) *mcp.CallToolResult {
-	if d, ok := extension.AsDenial(err); ok {
-		return refusedResult(d, "call_tool: %s was refused by %s: %s", tool, d.Rule, d.Reason)
-	}
-	return errorResult("call_tool: %s was refused.", tool)
 }
 
 // refusedResult is the isError result of a denial. Its structuredContent
