@@ -287,7 +287,7 @@ func checkOneFilter(ctx context.Context, cfg *config.Config, key string, raw jso
 	}
 	cf.ID = e.ID()
 	h := extension.Host{
-		Logger:    log.With("extension", e.ID()),
+		Logger:    log.With("extension", extension.Name(e.ID())),
 		ConfigDir: cfg.Dir,
 		StateDir:  state,
 		Tools:     func() []extension.ToolRef { return nil },

@@ -160,7 +160,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	host := func(id string) extension.Host {
-		return extension.Host{Logger: log.With("extension", id), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit, Tools: g.toolRefs}
+		return extension.Host{Logger: log.With("extension", extension.Name(id)), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit, Tools: g.toolRefs}
 	}
 	if g.pipe, err = pipeline.Build(ctx, log, host, builtins, opts.Extensions); err != nil {
 		return nil, err

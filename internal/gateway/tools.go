@@ -55,6 +55,7 @@ func (g *Gateway) newMCPServer(sc scope) (*mcp.Server, error) {
 	if caps := extensionCapabilities(g.pipe.Extensions()); caps != nil {
 		// The SDK's default (logging only) plus capabilities.extensions;
 		// tools are added for the meta-tools as without them.
+		//lint:ignore SA1019 the SDK's default advertises logging; advertising extensions must not drop it
 		caps.Logging = &mcp.LoggingCapabilities{}
 		opts.Capabilities = caps
 	}
