@@ -53,7 +53,7 @@ func (passer) CheckResponse(context.Context, *pb.McpResponse) (*pb.McpResponseRe
 // call_tool in the request phase: one CheckRequest round trip on loopback,
 // with the params encoded and the answer (pass) decoded.
 //
-//	go test -run '^$' -bench Loopback -benchtime 3s ./extensions/extmcp
+//	go test -run '^$' -bench Loopback -benchtime 3s ./extensions/guardrails
 func BenchmarkCallRequestLoopback(b *testing.B) {
 	g := loopback(b, passer{}, `{"tools/call":"request"}`)
 	filter := exttest.CallFunc(g)
