@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolgate/toolgate/extension"
 )
 
@@ -75,6 +77,32 @@ func NewQuota(c QuotaConfig) (*Quota, error) {
 	return &Quota{max: c.Max, used: map[string]int{}}, nil
 }
 
+// StatsParams are the params of com.example/stats.
+type StatsParams struct {
+	mcp.ParamsBase
+	Server string `json:"server"`
+}
+
+// StatsResult is its result.
+type StatsResult struct {
+	mcp.ResultBase
+	Calls int `json:"calls"`
+}
+
+func (q *Quota) Methods() []extension.Method {
+	return []extension.Method{
+		extension.NewMethod("com.example/stats", nil, func(_ context.Context, p *StatsParams) (*StatsResult, error) {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return &StatsResult{Calls: q.used[p.Server]}, nil
+		}),
+	}
+}
+
+func (q *Quota) Capabilities() map[string]any {
+	return map[string]any{"max": q.max}
+}
+
 var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
 
 func TestWritingExtensionsDoc(t *testing.T) {
@@ -123,5 +151,10 @@ func TestWritingExtensionsDoc(t *testing.T) {
 	}
 	if _, err := h(context.Background(), req); err == nil {
 		t.Error("quota did not refuse")
+	}
+	for _, m := range e.(extension.MethodProvider).Methods() {
+		if err := extension.CheckMethod(m); err != nil {
+			t.Error(err)
+		}
 	}
 }
