@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -36,6 +37,11 @@ type callOpts struct {
 	// around wraps the upstream call (passthrough tracks the client
 	// session it serves, to route server-to-client requests).
 	around func(srv *upstream.Server) func()
+	// send, when set, calls the upstream instead of srv.Call: a relay that
+	// forwards bytes returns the upstream's result as it came
+	// (extension.RawCallResult). It must honour the server's call timeout
+	// and report an upstream's JSON-RPC error as a *jsonrpc.Error.
+	send func(ctx context.Context, srv *upstream.Server, params *mcp.CallToolParams) (*extension.CallResult, error)
 }
 
 type callStateKey struct{}
@@ -92,7 +98,16 @@ func (g *Gateway) upstreamStage(ctx context.Context, req *extension.CallRequest)
 		defer st.opts.around(st.srv)()
 	}
 	start := time.Now()
-	res, err := st.srv.Call(ctx, params)
+	var out *extension.CallResult
+	var res *mcp.CallToolResult
+	if st.opts != nil && st.opts.send != nil {
+		out, err = st.opts.send(ctx, st.srv, params)
+		if err == nil {
+			res, err = out.Result()
+		}
+	} else if res, err = st.srv.Call(ctx, params); err == nil {
+		out = extension.NewCallResult(res)
+	}
 	k, v := g.argsField(req)
 	fields := map[string]any{k: v, "duration_ms": float64(time.Since(start).Microseconds()) / 1000}
 	if err != nil {
@@ -102,16 +117,16 @@ func (g *Gateway) upstreamStage(ctx context.Context, req *extension.CallRequest)
 	}
 	fields["is_error"] = res.IsError
 	g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: req.ServerName, Tool: req.Tool, Action: "ok", Fields: fields})
-	return extension.NewCallResult(res), nil
+	return out, nil
 }
 
-// refusal is the one type of every way a tool call ends without a result
+// Refusal is the one type of every way a tool call ends without a result
 // to return: a check before the call (name, discovery gate, listing), a
 // middleware's denial or failure, a refusal of the result, an upstream's
 // failure, an audit log that cannot record. Each mode renders it: meta-tools
 // as an isError result, passthrough as the JSON-RPC error a proxy answers
 // with (or the same isError result for an upstream's failure).
-type refusal struct {
+type Refusal struct {
 	// reason is recorded as the decision's reason; "" when nothing is to
 	// be recorded (the upstream stage recorded the call, or the audit log
 	// cannot record).
@@ -127,12 +142,12 @@ type refusal struct {
 }
 
 // refuse is a refusal by a check before the call, reported as text.
-func refuse(reason, format string, args ...any) *refusal {
-	return &refusal{reason: reason, phase: "request", result: errorResult(format, args...)}
+func refuse(reason, format string, args ...any) *Refusal {
+	return &Refusal{reason: reason, phase: "request", result: errorResult(format, args...)}
 }
 
-// toolResult renders r for the meta-tools: an isError result.
-func (r *refusal) toolResult(tool string) *mcp.CallToolResult {
+// ToolResult renders r for the meta-tools: an isError result.
+func (r *Refusal) ToolResult(tool string) *mcp.CallToolResult {
 	if r.result != nil {
 		return r.result
 	}
@@ -142,9 +157,9 @@ func (r *refusal) toolResult(tool string) *mcp.CallToolResult {
 	return errorResult("call_tool: %s was refused.", tool)
 }
 
-// answer renders r for passthrough: the JSON-RPC error of a denial or of a
+// Answer renders r for passthrough: the JSON-RPC error of a denial or of a
 // check, the upstream's own JSON-RPC error, or an isError result.
-func (r *refusal) answer() (mcp.Result, error) {
+func (r *Refusal) Answer() (mcp.Result, error) {
 	switch {
 	case r.rpc != nil:
 		return nil, r.rpc
@@ -157,8 +172,8 @@ func (r *refusal) answer() (mcp.Result, error) {
 // runCall is the outermost stage of a tool call: it runs the mode's checks
 // (check, before the call path), then the call path, and records the
 // refusal, if any, exactly once.
-func (g *Gateway) runCall(ctx context.Context, req *extension.CallRequest, opts *callOpts, check func() *refusal) (*mcp.CallToolResult, *refusal) {
-	var res *mcp.CallToolResult
+func (g *Gateway) runCall(ctx context.Context, req *extension.CallRequest, opts *callOpts, check func() *Refusal) (*extension.CallResult, *Refusal) {
+	var res *extension.CallResult
 	r := check()
 	if r == nil {
 		res, r = g.callGated(ctx, req, opts)
@@ -177,7 +192,7 @@ func (g *Gateway) runCall(ctx context.Context, req *extension.CallRequest, opts 
 // middleware, the allow and tool_called records, the upstream call and the
 // middleware's result handling. It returns the result or the refusal;
 // runCall records the refusal.
-func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opts *callOpts) (*mcp.CallToolResult, *refusal) {
+func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opts *callOpts) (*extension.CallResult, *Refusal) {
 	server, tool := req.ServerName, req.Tool
 	t, ok := g.cat.Lookup(req.ToolName)
 	// Route by the catalogue entry, and only when the name splits back to
@@ -194,31 +209,27 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opt
 	st := &callState{srv: srv, tool: t.Name, opts: opts}
 	out, err := g.callPath(context.WithValue(ctx, callStateKey{}, st), req)
 	if err == nil {
-		res, rerr := out.Result()
-		if rerr == nil {
-			return res, nil
-		}
-		err = &upstreamFailure{rerr}
+		return out, nil
 	}
 	var uf *upstreamFailure
 	switch {
 	case errors.Is(err, errNotRecorded):
 		// The error (logged by intercepted) names files: it stays in the
 		// operator's log.
-		return nil, &refusal{result: errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName)}
+		return nil, &Refusal{result: errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName)}
 	case errors.As(err, &uf):
 		// The upstream stage recorded the call and its error.
 		if srv.Config().IsRemote() && authFailure(uf.err) {
-			return nil, &refusal{result: errorResult("call_tool: %s", g.authMessage(server))}
+			return nil, &Refusal{result: errorResult("call_tool: %s", g.authMessage(server))}
 		}
-		r := &refusal{result: upstreamError(srv, t.Name, uf.err)}
+		r := &Refusal{result: upstreamError(srv, t.Name, uf.err)}
 		var rpc *jsonrpc.Error
 		if opts != nil && opts.relayRPC && errors.As(uf.err, &rpc) {
 			r.rpc = rpc
 		}
 		return nil, r
 	}
-	r := &refusal{reason: "filter", phase: "request"}
+	r := &Refusal{reason: "filter", phase: "request"}
 	if st.reached {
 		r.reason, r.phase = "response_filter", "response"
 	}
@@ -226,6 +237,67 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opt
 		r.reason, r.denial = d.Rule, d
 	}
 	return nil, r
+}
+
+// ToolCall is a tool call as a relay that reads JSON-RPC itself hands it to
+// the gateway (RunToolCall): the envelope parsed, the arguments as bytes.
+type ToolCall struct {
+	// Name is the tool's name: call_tool's tool_name in meta mode,
+	// tools/call's name in passthrough and hybrid modes.
+	Name string
+	// Arguments is the JSON object as received; it is decoded only if a
+	// filter or the audit asks, and forwarded as it is otherwise.
+	Arguments json.RawMessage
+	// Session is the client session (nil over stateless HTTP).
+	Session *mcp.ServerSession
+	// Stateless is set for the stateless HTTP frontend, whose discovery
+	// gate checks Token instead of the session's record.
+	Stateless bool
+	// Token is call_tool's discovery_token.
+	Token string
+	// Meta is the client's _meta (passthrough relays it, progress token
+	// rewritten).
+	Meta mcp.Meta
+	// Send, when set, calls the upstream instead of the SDK client (see
+	// callOpts.send).
+	Send func(ctx context.Context, srv *upstream.Server, params *mcp.CallToolParams) (*extension.CallResult, error)
+}
+
+// RunToolCall runs c through the one call path of the gateway's mode: the
+// discovery gate (meta, and hybrid for unpinned names) or the listing check
+// (passthrough, and hybrid for pinned names), the call middleware, the
+// upstream and the result handling. It returns the result (the upstream's
+// bytes when nothing decoded them) or the refusal, recorded once; render
+// it with ToolResult (call_tool) or Answer (tools/call). The caller's
+// principal, if any, is in ctx (extension.WithPrincipal).
+func (g *Gateway) RunToolCall(ctx context.Context, c ToolCall) (*extension.CallResult, *Refusal) {
+	sc := scopeConnection
+	if c.Stateless {
+		sc = scopeStateless
+	}
+	key := ""
+	if sc == scopeConnection && c.Session != nil {
+		key = g.sessionKey(c.Session)
+	}
+	if g.pt != nil && (!g.pt.hybrid || g.pt.pinnedName(c.Name)) {
+		return g.pt.run(ctx, c.Session, key, c.Name, c.Arguments, c.Meta, c.Send)
+	}
+	if err := checkObject(c.Arguments); err != nil {
+		return nil, &Refusal{result: errorResult("call_tool: %v", err)}
+	}
+	req := (&extension.CallRequest{ToolName: c.Name, Session: key, Principal: extension.PrincipalFrom(ctx).ID()}).WithRawArguments(c.Arguments)
+	return g.runMeta(ctx, sc, req, c.Token, &callOpts{send: c.Send})
+}
+
+// decoded is the result a caller that answers with the SDK needs; a
+// result that does not decode (a middleware's, or a relay's bytes) is the
+// upstream's failure.
+func decoded(out *extension.CallResult, tool string) (*mcp.CallToolResult, *Refusal) {
+	res, err := out.Result()
+	if err != nil {
+		return nil, &Refusal{result: errorResult("call_tool: %q answered with a result toolgate cannot read: %v", tool, err)}
+	}
+	return res, nil
 }
 
 // argsField is the audit field of a call's arguments: their hash, or the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 // refuser is call middleware that refuses, fails, panics or refuses the
@@ -255,5 +256,52 @@ func TestPassthroughRefusalRecordedOnce(t *testing.T) {
 		if len(blocks) != want || (want == 1 && blocks[0].Reason != tc.reason) {
 			t.Errorf("%s %s: block records %+v, want one with reason %q", tc.tool, tc.mode, blocks, tc.reason)
 		}
+	}
+}
+
+// TestRunToolCallForwardsBytes: the hook a raw JSON-RPC relay uses. With
+// no middleware reading them, the arguments reach the upstream as the
+// bytes received, and the upstream's result comes back as its bytes; the
+// gate and the audit still apply.
+func TestRunToolCallForwardsBytes(t *testing.T) {
+	url := echoUpstream(t)
+	g, cs := newTestGateway(t, map[string]*config.Server{"up": {URL: url + "/", Transport: config.TransportStreamableHTTP}})
+	ctx := context.Background()
+	raw := json.RawMessage(`{ "message" :"hi",  "n": 1.50 }`)
+	result := json.RawMessage(`{"content":[{"type":"text","text":"from the relay"}]}`)
+	var sent json.RawMessage
+	send := func(_ context.Context, _ *upstream.Server, p *mcp.CallToolParams) (*extension.CallResult, error) {
+		sent = p.Arguments.(json.RawMessage)
+		return extension.RawCallResult(result), nil
+	}
+	// The gate applies: nothing was searched in this session yet.
+	var ss *mcp.ServerSession
+	for s := range g.servers[scopeConnection].Sessions() {
+		ss = s
+	}
+	if _, r := g.RunToolCall(ctx, ToolCall{Name: "up__echo", Arguments: raw, Session: ss, Send: send}); r == nil || sent != nil {
+		t.Fatalf("an unsearched tool was called (refusal %v)", r)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}}); err != nil {
+		t.Fatal(err)
+	}
+	out, r := g.RunToolCall(ctx, ToolCall{Name: "up__echo", Arguments: raw, Session: ss, Send: send})
+	if r != nil {
+		t.Fatalf("refused: %+v", r.ToolResult("up__echo"))
+	}
+	if string(sent) != string(raw) {
+		t.Errorf("forwarded %s, want the bytes received %s", sent, raw)
+	}
+	if b, _ := out.JSON(); string(b) != string(result) {
+		t.Errorf("result %s, want the upstream's bytes %s", b, result)
+	}
+	var calls int
+	for _, l := range readAudit(t, g.AuditPath()) {
+		if l.Type == "tool_called" {
+			calls++
+		}
+	}
+	if calls != 1 {
+		t.Errorf("%d tool_called records, want 1", calls)
 	}
 }

@@ -29,7 +29,7 @@ func (g *Gateway) OperatorCall(ctx context.Context, toolName string, args map[st
 		args = map[string]any{}
 	}
 	req := (&extension.CallRequest{ToolName: toolName, Session: OperatorSession, Principal: OperatorPrincipal}).WithArguments(args)
-	res, r := g.runCall(ctx, req, nil, func() *refusal {
+	res, r := g.runCall(ctx, req, nil, func() *Refusal {
 		server, tool, ok := catalog.Split(toolName)
 		if !ok {
 			return refuse("malformed_name", "%q is not a tool name; names have the form server__tool (see toolgate tools)", toolName)
@@ -37,10 +37,14 @@ func (g *Gateway) OperatorCall(ctx context.Context, toolName string, args map[st
 		req.ServerName, req.Tool = server, tool
 		return nil
 	})
+	var out *mcp.CallToolResult
+	if r == nil {
+		out, r = decoded(res, req.Tool)
+	}
 	if r != nil {
-		return r.toolResult(toolName)
+		return r.ToolResult(toolName)
 	}
 	// No MCP server (and so no seal) stands between this result and the
 	// terminal or script that asked for it.
-	return g.redactResult(res)
+	return g.redactResult(out)
 }

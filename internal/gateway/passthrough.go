@@ -4,6 +4,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -286,22 +287,35 @@ func (p *ptMode) listTools(ctx context.Context, sc scope, req *mcp.ListToolsRequ
 // A refusal is a JSON-RPC error with the denial's code.
 func (p *ptMode) callTool(ctx context.Context, sc scope, req *mcp.CallToolRequest) (mcp.Result, error) {
 	ss, key := p.session(sc, req)
-	name := req.Params.Name
+	ctx = withPrincipal(ctx, req)
+	res, r := p.run(ctx, ss, key, req.Params.Name, req.Params.Arguments, req.Params.Meta, nil)
+	if r == nil {
+		var out *mcp.CallToolResult
+		if out, r = decoded(res, req.Params.Name); r == nil {
+			return out, nil
+		}
+	}
+	return r.Answer()
+}
+
+// run is tools/call in passthrough (or hybrid) mode for the tool the
+// client calls name: the listing check, then the shared call path. The
+// caller's principal is in ctx.
+func (p *ptMode) run(ctx context.Context, ss *mcp.ServerSession, key, name string, args json.RawMessage, clientMeta mcp.Meta, send func(context.Context, *upstream.Server, *mcp.CallToolParams) (*extension.CallResult, error)) (*extension.CallResult, *Refusal) {
 	server, tool, ok := p.Resolve(name)
 	if p.hybrid {
 		server, tool, ok = catalog.Split(name)
 	}
-	ctx = withPrincipal(ctx, req)
-	creq := &extension.CallRequest{ToolName: catalog.Qualify(server, tool), ServerName: server, Tool: tool, Session: key, Principal: principalID(req)}
 	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+		return nil, &Refusal{rpc: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}}
 	}
-	creq = creq.WithRawArguments(req.Params.Arguments)
+	creq := (&extension.CallRequest{ToolName: catalog.Qualify(server, tool), ServerName: server, Tool: tool, Session: key, Principal: extension.PrincipalFrom(ctx).ID()}).WithRawArguments(args)
 	var meta mcp.Meta
 	opts := &callOpts{
 		relayRPC: true,
+		send:     send,
 		meta: func(context.Context) mcp.Meta {
-			meta = p.RelayMeta(req.Params.Meta, ss)
+			meta = p.RelayMeta(clientMeta, ss)
 			return meta
 		},
 		around: func(srv *upstream.Server) func() {
@@ -309,29 +323,25 @@ func (p *ptMode) callTool(ctx context.Context, sc scope, req *mcp.CallToolReques
 			return func() { untrack(); p.DropProgress(meta) }
 		},
 	}
-	res, r := p.g.runCall(ctx, creq, opts, func() *refusal {
+	return p.g.runCall(ctx, creq, opts, func() *Refusal {
 		// Listing is the surfacing: a tool is callable exactly when
 		// tools/list would show it to this session.
 		shown, err := p.shows(ctx, key, name, creq.ToolName)
 		if err != nil {
-			return &refusal{reason: "list_filter_error", phase: "request", rpc: filterRPCError(err)}
+			return &Refusal{reason: "list_filter_error", phase: "request", rpc: filterRPCError(err)}
 		}
 		if !shown {
-			return &refusal{reason: "not_listed", phase: "request", rpc: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}}
+			return &Refusal{reason: "not_listed", phase: "request", rpc: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}}
 		}
-		if err := checkObject(req.Params.Arguments); err != nil {
+		if err := checkObject(args); err != nil {
 			// Malformed input, not a decision: answered, not recorded.
-			return &refusal{rpc: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}}
+			return &Refusal{rpc: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}}
 		}
 		return nil
 	})
-	if r != nil {
-		return r.answer()
-	}
-	return res, nil
 }
 
-// filterRPCError is the JSON-RPC error of a filter's refusal: the denial's
+// filterRPCError is the JSON-RPC error of a filter's Refusal: the denial's
 // own code (-32001 permission denied, -32003 resource exhausted, ...), or
 // an internal error for a filter that failed without deciding.
 func filterRPCError(err error) *jsonrpc.Error {

@@ -451,7 +451,20 @@ func checkObject(raw json.RawMessage) error {
 // Call runs a call_tool request: the discovery gate first, always, then the
 // shared call path (call.go). Every refusal is an isError result.
 func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest, token string) *mcp.CallToolResult {
-	res, r := g.runCall(ctx, req, nil, func() *refusal {
+	res, r := g.runMeta(ctx, sc, req, token, nil)
+	if r == nil {
+		var out *mcp.CallToolResult
+		if out, r = decoded(res, req.Tool); r == nil {
+			return out
+		}
+	}
+	return r.ToolResult(req.ToolName)
+}
+
+// runMeta is the upstream leg of call_tool: the name check and the
+// discovery gate, then the shared call path.
+func (g *Gateway) runMeta(ctx context.Context, sc scope, req *extension.CallRequest, token string, opts *callOpts) (*extension.CallResult, *Refusal) {
+	return g.runCall(ctx, req, opts, func() *Refusal {
 		server, tool, ok := catalog.Split(req.ToolName)
 		if !ok {
 			return refuse("malformed_name", "call_tool: %q is not a tool name from search_tools; names have the form server__tool. Call search_tools to find the tool first.", req.ToolName)
@@ -475,10 +488,6 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 		}
 		return nil
 	})
-	if r != nil {
-		return r.toolResult(req.ToolName)
-	}
-	return res
 }
 
 // intercepted records the gateway's decision on a call.
@@ -499,7 +508,7 @@ func (g *Gateway) intercepted(ctx context.Context, req *extension.CallRequest, a
 
 // refusedResult is the isError result of a denial. Its structuredContent
 // carries the JSON-RPC error an MCP proxy would have answered with, so a
-// client can tell the class of refusal apart:
+// client can tell the class of Refusal apart:
 // {"error": {"code": -32001, "message": "..."}, "rule": "..."}.
 func refusedResult(d *extension.Denial, format string, args ...any) *mcp.CallToolResult {
 	res := errorResult(format, args...)
