@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -303,5 +304,26 @@ func TestRunToolCallForwardsBytes(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Errorf("%d tool_called records, want 1", calls)
+	}
+}
+
+// shadower tries to serve a method MCP defines.
+type shadower struct{}
+
+func (shadower) ID() string { return "com.example/shadower" }
+func (shadower) Methods() []extension.Method {
+	return []extension.Method{extension.NewMethod("tools/call", nil, func(context.Context, *probeParams) (*probeResult, error) { return &probeResult{}, nil })}
+}
+
+// An extension that would shadow an MCP method stops the gateway at start.
+func TestSpecMethodRefused(t *testing.T) {
+	cfg := &config.Config{Servers: map[string]*config.Server{}, Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
+	g, err := New(context.Background(), Options{Config: cfg, StateDir: t.TempDir(), Extensions: []extension.Extension{shadower{}}})
+	if err == nil {
+		g.Close()
+		t.Fatal("a gateway started with an extension serving tools/call")
+	}
+	if !strings.Contains(err.Error(), "com.example/shadower") || !strings.Contains(err.Error(), "defined by MCP") {
+		t.Errorf("error %q does not name the extension and the problem", err)
 	}
 }
