@@ -110,7 +110,7 @@ fuzz:
 
 bench: deps
 	$(GO) run ./bench/latency
-	$(GO) test -run '^$$' -bench 'RegoCall|Loopback' -benchmem ./extensions/rego ./extensions/extmcp
+	$(GO) test -run '^$$' -bench 'RegoCall|Loopback' -benchmem ./extensions/rego_policy ./extensions/guardrails
 
 bench-retrieval: deps
 	$(GO) run ./bench/retrieval

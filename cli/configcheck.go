@@ -287,19 +287,28 @@ func checkOneFilter(ctx context.Context, cfg *config.Config, key string, raw jso
 	}
 	cf.ID = e.ID()
 	h := extension.Host{
-		Logger:    log.With("extension", e.ID()),
+		Logger:    log.With("extension", extension.Name(e.ID())),
 		ConfigDir: cfg.Dir,
 		StateDir:  state,
 		Tools:     func() []extension.ToolRef { return nil },
 		Emit:      func(context.Context, extension.Event) {},
 	}
-	if err := e.Provision(ctx, h); err != nil {
-		e.Close()
-		return fmt.Errorf("provision: %w", err)
+	closeExt := func() {
+		if c, ok := e.(extension.Closer); ok {
+			c.Close()
+		}
 	}
-	defer e.Close()
-	if err := e.Validate(); err != nil {
-		return fmt.Errorf("validate: %w", err)
+	if p, ok := e.(extension.Provisioner); ok {
+		if err := p.Provision(ctx, h); err != nil {
+			closeExt()
+			return fmt.Errorf("provision: %w", err)
+		}
+	}
+	defer closeExt()
+	if v, ok := e.(extension.Validator); ok {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("validate: %w", err)
+		}
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/extensions/pin"
+	pin "github.com/toolgate/toolgate/extensions/version_pinning"
 )
 
 // pinsFlags are the flags of the pins subcommands.

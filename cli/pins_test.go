@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/extensions/pin"
+	pin "github.com/toolgate/toolgate/extensions/version_pinning"
 )
 
 func runPinsT(t *testing.T, args ...string) (string, error) {

@@ -1,24 +1,42 @@
 // Package extension is toolgate's public plug-in API. An extension is a
 // self-contained bundle of gateway behaviour, identified by a reverse-DNS
-// string, that contributes filters to the search, call, load and response
-// pipelines and extra tools or resources served beside the meta-tools.
+// string whose last part is its name (the config key under "filters" and
+// the folder of a built-in): "dev.toolgate/rate_limits" is configured as
+// filters.rate_limits.
 //
-// Embed Base to get a default for every method and override only what the
-// extension needs:
+// An Extension is only its ID. What it contributes it declares by
+// implementing optional interfaces, which the gateway discovers by type
+// assertion (as Caddy discovers a module's Provisioner or Validator):
 //
-//	type audit struct{ extension.Base }
+//   - CallMiddleware wraps every tool call (meta-tool call_tool, passthrough
+//     tools/call, and tool calls the LLM proxy sees);
+//   - VisibilityFilter decides which tools a caller may see (search results
+//     and passthrough's tools/list); SearchFilter, ListFilter and LoadFilter
+//     see search results for a query, a server's tool list and a run-time
+//     server load;
+//   - Provisioner, Validator and Closer are its lifecycle;
+//   - Phaser places it in the pipeline (default PhaseInspect);
+//   - ToolProvider and ResourceProvider serve tools and resources beside the
+//     meta-tools, MethodProvider new request methods, and CapabilityProvider
+//     settings advertised at capabilities.extensions[ID] (SEP-2133);
+//   - CommandResolver and ServerAdmitter are hooks for pinning executables
+//     and admitting whole servers.
+//
+// A minimal extension that logs every call:
+//
+//	type audit struct{}
 //
 //	func (audit) ID() string { return "com.example/audit" }
-//	func (a audit) CallFilter() extension.CallFilter {
-//		return func(ctx context.Context, c *extension.CallRequest) error {
-//			log.Printf("call %s", c.ToolName)
-//			return nil
+//	func (audit) WrapCall(next extension.CallHandler) extension.CallHandler {
+//		return func(ctx context.Context, req *extension.CallRequest) (*extension.CallResult, error) {
+//			log.Printf("call %s", req.ToolName)
+//			return next(ctx, req)
 //		}
 //	}
 //
 // The gateway provisions every extension, then validates each, then serves;
-// on shutdown it closes them. Filters are called concurrently and must be
-// safe for concurrent use.
+// on shutdown it closes them. Everything an extension contributes is called
+// concurrently and must be safe for concurrent use.
 package extension
 
 import (
@@ -27,52 +45,122 @@ import (
 	"log/slog"
 	"net/netip"
 	"regexp"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Extension is the unit of plug-in. Implementations embed Base.
+// Extension is the unit of plug-in: an identifier plus whichever optional
+// interfaces of this package it implements.
 type Extension interface {
-	// ID is the reverse-DNS identifier, e.g. "com.example/audit".
+	// ID is the reverse-DNS identifier, e.g. "com.example/audit". Its last
+	// part is the extension's name (see Name).
 	ID() string
-	// Phase places the extension's filters in each pipeline.
-	Phase() Phase
-	// Provision prepares the extension: compile policies, open files.
-	// Construction must have no side effects; this is where they go.
-	Provision(ctx context.Context, h Host) error
-	// Validate checks the provisioned extension is ready to serve.
-	Validate() error
-	// Close releases what Provision acquired.
-	Close() error
+}
 
-	SearchFilter() SearchFilter
-	CallFilter() CallFilter
-	LoadFilter() LoadFilter
-	ResponseFilter() ResponseFilter
-	ListFilter() ListFilter
-	// Tools and Resources are served beside the meta-tools.
+// Name is the last part of an extension identifier: "audit" for
+// "com.example/audit". It is the config key, the log attribute and the
+// rule prefix of the extension.
+func Name(id string) string {
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		return id[i+1:]
+	}
+	return id
+}
+
+// Provisioner prepares an extension: compile policies, open files.
+// Construction must have no side effects; this is where they go.
+type Provisioner interface {
+	Provision(ctx context.Context, h Host) error
+}
+
+// Validator checks a provisioned extension is ready to serve.
+type Validator interface {
+	Validate() error
+}
+
+// Closer releases what Provision acquired.
+type Closer interface {
+	Close() error
+}
+
+// Phaser places an extension's filters and middleware in each pipeline.
+// An extension that does not implement it is in PhaseInspect.
+type Phaser interface {
+	Phase() Phase
+}
+
+// PhaseOf is e's phase: e.Phase() if e is a Phaser, else PhaseInspect.
+func PhaseOf(e Extension) Phase {
+	if p, ok := e.(Phaser); ok {
+		return p.Phase()
+	}
+	return PhaseInspect
+}
+
+// CallMiddleware wraps the tool-call path. WrapCall is called once when the
+// pipeline is built; the handler it returns runs for every call. It may
+// refuse (return an error made by Deny without calling next), rewrite (call
+// next with req.WithArguments(...)), observe or time the call, or edit the
+// result next returns. It must not modify req.
+type CallMiddleware interface {
+	WrapCall(next CallHandler) CallHandler
+}
+
+// VisibilityFilter decides which catalogued tools a caller may see at all:
+// what search_tools may return (before the search filters, before
+// truncation to top_k) and what tools/list shows in passthrough mode. It
+// may drop tools; it must not modify them.
+type VisibilityFilter interface {
+	FilterVisible(ctx context.Context, req *VisibilityRequest, tools []SearchResult) ([]SearchResult, error)
+}
+
+// VisibilityRequest is who is about to be shown tools.
+type VisibilityRequest struct {
+	Session   string
+	Principal string
+	// Limit is how many of the tools, in order, will be shown: top_k for
+	// a search, 0 for a listing (all of them). A filter that presents
+	// tools elsewhere presents only as many as will be shown.
+	Limit int
+}
+
+// SearchFilter may drop or reorder search results for a query; it runs
+// after the visibility filters, before truncation to top_k, and only for
+// searches (a passthrough listing has no query).
+type SearchFilter interface {
+	FilterSearch(ctx context.Context, req *SearchRequest, results []SearchResult) ([]SearchResult, error)
+}
+
+// ListFilter sees a server's tools before they are catalogued and may drop
+// some: a dropped tool can be neither found nor called. It must not modify
+// the definitions.
+type ListFilter interface {
+	FilterList(ctx context.Context, req *ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error)
+}
+
+// LoadFilter allows (nil) or denies a load_mcp_server call, before any
+// connection is made. It may set req.AllowPrivateNetworks and append to
+// req.DialChecks.
+type LoadFilter interface {
+	FilterLoad(ctx context.Context, req *LoadRequest) error
+}
+
+// ToolProvider serves tools beside the meta-tools (and beside the relayed
+// tools in passthrough mode).
+type ToolProvider interface {
 	Tools() []Tool
+}
+
+// ResourceProvider serves resources beside the meta-tools.
+type ResourceProvider interface {
 	Resources() []Resource
 }
 
-// Base gives every Extension method a default except ID.
-type Base struct{}
-
-func (Base) Phase() Phase                                { return PhaseInspect }
-func (Base) Provision(ctx context.Context, h Host) error { return nil }
-func (Base) Validate() error                             { return nil }
-func (Base) Close() error                                { return nil }
-func (Base) SearchFilter() SearchFilter                  { return nil }
-func (Base) CallFilter() CallFilter                      { return nil }
-func (Base) LoadFilter() LoadFilter                      { return nil }
-func (Base) ResponseFilter() ResponseFilter              { return nil }
-func (Base) ListFilter() ListFilter                      { return nil }
-func (Base) Tools() []Tool                               { return nil }
-func (Base) Resources() []Resource                       { return nil }
-
 // Phase orders filters within a pipeline. Phases run in this order; inside
 // a phase built-in extensions run first, in config order, then the caller's
-// extensions in the order given.
+// extensions in the order given. For call middleware the first is the
+// outermost: it sees the request first and the result last.
 type Phase int
 
 const (
@@ -145,14 +233,9 @@ func (r *ListRequest) Withhold(tool, rule, reason string) {
 	}
 }
 
-// ListFilter sees a server's tools before they are catalogued and may drop
-// some: a dropped tool can be neither found nor called. It must not modify
-// the definitions.
-type ListFilter func(ctx context.Context, req *ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error)
-
 // Event is a decision or detection worth recording. Type names the kind
-// (e.g. "cross_server_blocked", "detection"); Fields holds what is specific
-// to it.
+// (one of the Event* constants, e.g. EventCrossServerBlocked); Fields holds
+// what is specific to it.
 type Event struct {
 	Type    string
 	Session string
@@ -184,22 +267,6 @@ type SearchResult struct {
 	Def *mcp.Tool
 }
 
-// CallRequest is a call_tool invocation. Filters may replace Arguments to
-// rewrite the call; other fields are informational.
-type CallRequest struct {
-	// ToolName is the qualified name server__tool.
-	ToolName   string
-	ServerName string
-	// Tool is the name on the upstream server.
-	Tool      string
-	Arguments map[string]any
-	Session   string
-	Principal string
-	// Def is the upstream's definition of the tool (annotations included);
-	// filters must not modify it.
-	Def *mcp.Tool
-}
-
 // LoadRequest is a load_mcp_server call, seen before any connection is made.
 type LoadRequest struct {
 	ServerName string
@@ -215,21 +282,6 @@ type LoadRequest struct {
 	// connection. Load filters append to it.
 	DialChecks []func(addr netip.AddrPort) error
 }
-
-// SearchFilter may drop results; it runs before truncation to top_k.
-type SearchFilter func(ctx context.Context, req *SearchRequest, results []SearchResult) ([]SearchResult, error)
-
-// CallFilter allows a call (nil), denies it (an error made by Deny), or
-// rewrites it by changing req.Arguments. Any other error denies the call
-// (fail closed) with a generic message; its text is logged, not shown.
-type CallFilter func(ctx context.Context, req *CallRequest) error
-
-// LoadFilter allows (nil) or denies a server load.
-type LoadFilter func(ctx context.Context, req *LoadRequest) error
-
-// ResponseFilter sees an upstream result and returns it (possibly edited) or
-// an error to deny it.
-type ResponseFilter func(ctx context.Context, req *CallRequest, res *mcp.CallToolResult) (*mcp.CallToolResult, error)
 
 // Tool is an extra tool served beside the meta-tools.
 type Tool struct {

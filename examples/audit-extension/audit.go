@@ -17,13 +17,11 @@ import (
 // EnvLog names the environment variable that sets the audit log's path.
 const EnvLog = "TOOLGATE_AUDIT_LOG"
 
-// Audit is a call filter that appends one JSON line per call_tool that
-// passed the discovery gate to a file. It runs in the observe phase, before
-// any filter can refuse the call, so it sees every call; it never refuses
-// one itself.
+// Audit is call middleware that appends one JSON line per call_tool that
+// passed the discovery gate to a file, with how it ended and how long it
+// took. It runs in the observe phase, outermost, so it sees every call
+// and every outcome, including a later filter's refusal.
 type Audit struct {
-	extension.Base
-
 	mu   sync.Mutex
 	f    *os.File
 	path string
@@ -38,6 +36,10 @@ type Record struct {
 	Arguments []string  `json:"argument_names"`
 	Session   string    `json:"session,omitempty"`
 	Principal string    `json:"principal,omitempty"`
+	// Outcome is "ok", "refused" (a filter's denial) or "error".
+	Outcome    string  `json:"outcome"`
+	Rule       string  `json:"rule,omitempty"`
+	DurationMS float64 `json:"duration_ms"`
 }
 
 // ID is the extension's reverse-DNS identifier.
@@ -88,29 +90,59 @@ func (a *Audit) Close() error {
 	return err
 }
 
-// CallFilter writes the record. A write failure is returned as a plain
-// error, so the gateway refuses the call (fail closed): an audited gateway
-// does not run unaudited calls.
-func (a *Audit) CallFilter() extension.CallFilter {
-	return func(_ context.Context, req *extension.CallRequest) error {
-		names := make([]string, 0, len(req.Arguments))
-		for k := range req.Arguments {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		line, err := json.Marshal(Record{
-			Time: time.Now().UTC(), ToolName: req.ToolName, Server: req.ServerName,
-			Arguments: names, Session: req.Session, Principal: req.Principal,
-		})
-		if err != nil {
-			return err
-		}
+// WrapCall wraps the rest of the pipeline and the upstream call: it times
+// the call and writes the record once the outcome is known. While the log
+// is closed calls are refused (fail closed): an audited gateway does not
+// run unaudited calls. A record that cannot be written turns the result
+// into an error.
+func (a *Audit) WrapCall(next extension.CallHandler) extension.CallHandler {
+	return func(ctx context.Context, req *extension.CallRequest) (*extension.CallResult, error) {
 		a.mu.Lock()
-		defer a.mu.Unlock()
-		if a.f == nil {
-			return errors.New("audit log closed")
+		open := a.f != nil
+		a.mu.Unlock()
+		if !open {
+			return nil, errors.New("audit log closed")
 		}
-		_, err = a.f.Write(append(line, '\n'))
+		start := time.Now()
+		res, err := next(ctx, req)
+		rec := Record{
+			Time: start.UTC(), ToolName: req.ToolName, Server: req.ServerName,
+			Arguments: argumentNames(req), Session: req.Session, Principal: req.Principal,
+			Outcome: "ok", DurationMS: float64(time.Since(start).Microseconds()) / 1000,
+		}
+		if d, ok := extension.AsDenial(err); ok {
+			rec.Outcome, rec.Rule = "refused", d.Rule
+		} else if err != nil {
+			rec.Outcome = "error"
+		}
+		if werr := a.write(rec); werr != nil {
+			return nil, werr
+		}
+		return res, err
+	}
+}
+
+// argumentNames lists the argument names, sorted; never their values.
+func argumentNames(req *extension.CallRequest) []string {
+	args, _ := req.Arguments()
+	names := make([]string, 0, len(args))
+	for k := range args {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (a *Audit) write(rec Record) error {
+	line, err := json.Marshal(rec)
+	if err != nil {
 		return err
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.f == nil {
+		return errors.New("audit log closed")
+	}
+	_, err = a.f.Write(append(line, '\n'))
+	return err
 }

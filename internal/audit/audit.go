@@ -30,22 +30,24 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/toolgate/toolgate/extension"
 )
 
-// Event types.
+// Event types; those extensions emit are defined in package extension.
 const (
-	ToolSeen             = "tool_seen"
-	ToolChanged          = "tool_changed"
-	ToolCalled           = "tool_called"
-	ToolCallIntercepted  = "tool_call_intercepted"
-	CrossServerBlocked   = "cross_server_blocked"
-	Detection            = "detection"
-	ServerNameSimilar    = "server_name_similarity"
-	OutputInspection     = "output_inspection"
-	ServerBinaryMismatch = "server_binary_mismatch"
-	ServerLoaded         = "server_loaded"
-	ServerLoadDenied     = "server_load_denied"
-	Search               = "search"
+	ToolSeen             = extension.EventToolSeen
+	ToolChanged          = extension.EventToolChanged
+	ToolCalled           = extension.EventToolCalled
+	ToolCallIntercepted  = extension.EventToolCallIntercepted
+	CrossServerBlocked   = extension.EventCrossServerBlocked
+	Detection            = extension.EventDetection
+	ServerNameSimilar    = extension.EventServerNameSimilar
+	OutputInspection     = extension.EventOutputInspection
+	ServerBinaryMismatch = extension.EventServerBinaryMismatch
+	ServerLoaded         = extension.EventServerLoaded
+	ServerLoadDenied     = extension.EventServerLoadDenied
+	Search               = extension.EventSearch
 	// NetworkConnection is one connection a stdio server made or tried
 	// through its egress proxy (the name agentsh gives it).
 	NetworkConnection = "mcp_network_connection"

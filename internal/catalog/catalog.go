@@ -5,8 +5,6 @@ package catalog
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -16,25 +14,18 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/search"
 )
 
 // Sep joins a server name and a tool name into a qualified name.
-const Sep = "__"
+const Sep = extension.Sep
 
-// Qualify returns server__tool.
-func Qualify(server, tool string) string { return server + Sep + tool }
+// Qualify returns server__tool (extension.Qualify).
+func Qualify(server, tool string) string { return extension.Qualify(server, tool) }
 
-// Split splits a qualified name at its first "__". Server names never
-// contain "__", so the first one is the boundary even when the tool's own
-// name contains "__".
-func Split(qualified string) (server, tool string, ok bool) {
-	server, tool, ok = strings.Cut(qualified, Sep)
-	if !ok || server == "" || tool == "" {
-		return "", "", false
-	}
-	return server, tool, true
-}
+// Split splits a qualified name at its first "__" (extension.Split).
+func Split(qualified string) (server, tool string, ok bool) { return extension.Split(qualified) }
 
 // Tool is one upstream tool.
 type Tool struct {
@@ -273,21 +264,6 @@ func params(schema any) []search.Param {
 	return out
 }
 
-// DefinitionHash is the SHA-256 of a tool's definition in canonical JSON:
-// name, description, input schema and annotations, with object keys sorted
-// (encoding/json sorts map keys; the schema is normalised through a map).
-func DefinitionHash(d *mcp.Tool) string {
-	var schema any
-	if b, err := json.Marshal(d.InputSchema); err == nil {
-		_ = json.Unmarshal(b, &schema)
-	}
-	var ann any
-	if d.Annotations != nil {
-		if b, err := json.Marshal(d.Annotations); err == nil {
-			_ = json.Unmarshal(b, &ann)
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"name": d.Name, "description": d.Description, "inputSchema": schema, "annotations": ann})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
+// DefinitionHash is the SHA-256 of a tool's definition in canonical JSON
+// (extension.DefinitionHash, the one implementation).
+func DefinitionHash(d *mcp.Tool) string { return extension.DefinitionHash(d) }

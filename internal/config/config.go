@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -19,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/glob"
 )
 
 // DefaultSimilarityThreshold is the score below which search results are
@@ -647,8 +648,8 @@ func (s *Server) validate() error {
 			return errors.New(`"oauth" only applies to url servers`)
 		}
 		for _, g := range append(append([]string{}, s.EnvAllow...), s.EnvDeny...) {
-			if _, err := path.Match(g, ""); err != nil || g == "" {
-				return fmt.Errorf("env_allow/env_deny: bad glob pattern %q", g)
+			if err := glob.Validate(g); err != nil {
+				return fmt.Errorf("env_allow/env_deny: bad glob pattern %q: %v", g, err)
 			}
 		}
 		s.Transport = TransportStdio

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/pin"
+	pin "github.com/toolgate/toolgate/extensions/version_pinning"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	_ "github.com/toolgate/toolgate/extensions/all"
-	"github.com/toolgate/toolgate/extensions/pin"
+	pin "github.com/toolgate/toolgate/extensions/version_pinning"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -418,7 +418,7 @@ func TestLiveCallWithTrace(t *testing.T) {
 	var pinStep *Step
 	for i, s := range m.Event.Steps {
 		if s.Pipeline != "call" || s.Verdict != "pass" {
-			t.Errorf("step %+v: want a passing call step (the response has not been filtered yet)", s)
+			t.Errorf("step %+v: want a passing call step (the result has not come back yet)", s)
 		}
 		if strings.HasSuffix(s.Extension, "version_pinning") {
 			pinStep = &m.Event.Steps[i]
@@ -431,14 +431,16 @@ func TestLiveCallWithTrace(t *testing.T) {
 	if done.Event.Action != "ok" || done.Event.Fields["duration_ms"] == nil {
 		t.Errorf("tool_called: %+v", done.Event)
 	}
-	// Read after the call, its decision shows the response filters too.
+	// Read after the call, its decision shows every middleware's final
+	// verdict, result handling included (output_poisoning inspects the
+	// result on the way back).
 	var after struct{ Events []Event }
 	h.getJSON("/ui/api/events?tool=echo&decision=allow", &after)
 	var stages []string
 	for _, s := range after.Events[0].Steps {
 		stages = append(stages, s.Pipeline+":"+s.Extension)
 	}
-	if !slices.Contains(stages, "response:dev.toolgate/output_poisoning") || !slices.Contains(stages, "call:dev.toolgate/version_pinning") {
+	if !slices.Contains(stages, "call:dev.toolgate/output_poisoning") || !slices.Contains(stages, "call:dev.toolgate/version_pinning") {
 		t.Errorf("steps of the call read afterwards: %v", stages)
 	}
 	// Not returned by search_tools in this session: the gate refuses.
@@ -565,7 +567,7 @@ func TestSearchPlayground(t *testing.T) {
 	if len(d.Results) != 0 || len(d.Hidden) != 1 || d.Hidden[0].Name != "up__drop_table" || d.Hidden[0].HiddenBy != "dev.toolgate/access_control" || d.Hidden[0].Lexical <= 0 {
 		t.Errorf("hidden: %+v results %+v", d.Hidden, d.Results)
 	}
-	if len(d.Steps) != 1 || d.Steps[0].Extension != "dev.toolgate/access_control" || d.Steps[0].Pipeline != "search" || d.Steps[0].Verdict != "pass" {
+	if len(d.Steps) != 1 || d.Steps[0].Extension != "dev.toolgate/access_control" || d.Steps[0].Pipeline != "visible" || d.Steps[0].Verdict != "pass" {
 		t.Errorf("steps: %+v", d.Steps)
 	}
 	var raw map[string]any

@@ -34,7 +34,7 @@ type Event struct {
 	Steps     []Step         `json:"steps,omitempty"`
 
 	// trace is the call's trace, which goes on collecting steps after the
-	// event (the response filters): a later read shows them all.
+	// event (the middleware's result handling): a later read shows them all.
 	trace *pipeline.Trace
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/extension"
-	"github.com/toolgate/toolgate/extensions/pin"
+	pin "github.com/toolgate/toolgate/extensions/version_pinning"
 )
 
 // PinView is one pinned tool on the Pins page and in GET /ui/api/pins;

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/passthrough"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -175,8 +176,8 @@ func (g *Gateway) relist(name string) {
 		}
 		if g.pt != nil {
 			for _, s := range g.servers {
-				s.AddTool(&mcp.Tool{Name: placeholderTool, InputSchema: map[string]any{"type": "object"}}, placeholderToolHandler)
-				s.RemoveTools(placeholderTool)
+				s.AddTool(&mcp.Tool{Name: passthrough.PlaceholderTool, InputSchema: map[string]any{"type": "object"}}, passthrough.PlaceholderToolHandler)
+				s.RemoveTools(passthrough.PlaceholderTool)
 			}
 		}
 	})

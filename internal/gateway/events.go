@@ -84,7 +84,7 @@ func (g *Gateway) AuditPath() string {
 
 // argsField describes call arguments for an event: their hash, or the
 // values themselves when the operator asked for them.
-func (g *Gateway) argsField(args map[string]any) (string, any) {
+func (g *Gateway) argsFieldOf(args map[string]any) (string, any) {
 	if g.cfg.Audit.RecordArguments {
 		return "arguments", args
 	}

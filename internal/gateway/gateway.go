@@ -75,14 +75,17 @@ type Gateway struct {
 	log      *slog.Logger
 	stateDir string
 
-	ups     *upstream.Manager
-	idx     search.Index
-	cat     *catalog.Catalog
-	gate    gate.Store
-	signer  *gate.Signer
-	pipe    *pipeline.Pipeline
-	servers map[scope]*mcp.Server
-	pt      *passthrough // passthrough and hybrid modes; nil in meta mode
+	ups    *upstream.Manager
+	idx    search.Index
+	cat    *catalog.Catalog
+	gate   gate.Store
+	signer *gate.Signer
+	pipe   *pipeline.Pipeline
+	// callPath is the pipeline's call middleware around the upstream
+	// stage (call.go), built once.
+	callPath extension.CallHandler
+	servers  map[scope]*mcp.Server
+	pt       *ptMode // passthrough and hybrid modes; nil in meta mode
 
 	sessions sync.Map // *mcp.ServerSession → string key, for sessions without an id
 
@@ -168,16 +171,17 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if err := g.openAudit(); err != nil {
 		return nil, err
 	}
-	builtins, err := builtinExtensions(opts.Config)
+	builtins, err := builtinExtensions(opts.Config, log)
 	if err != nil {
 		return nil, err
 	}
 	host := func(id string) extension.Host {
-		return extension.Host{Logger: log.With("extension", id), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit, Tools: g.toolRefs}
+		return extension.Host{Logger: log.With("extension", extension.Name(id)), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit, Tools: g.toolRefs}
 	}
 	if g.pipe, err = pipeline.Build(ctx, log, host, builtins, opts.Extensions); err != nil {
 		return nil, err
 	}
+	g.buildCallPath()
 
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	uopts := upstream.Options{
@@ -194,8 +198,8 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	if m := opts.Config.Mode; m == config.ModePassthrough || m == config.ModeHybrid {
 		g.pt = newPassthrough(g, opts.Config)
-		uopts.ClientOptions = g.pt.clientOptions
-		uopts.ClientMiddleware = g.pt.clientMiddleware
+		uopts.ClientOptions = g.pt.ClientOptions
+		uopts.ClientMiddleware = g.pt.ClientMiddleware
 	}
 	g.ups = upstream.NewManager(uopts)
 	g.metrics.serverLabel = g.metricServer
@@ -235,7 +239,7 @@ var DefaultOn = []string{"shadowing", "name_similarity", "version_pinning", "too
 // builtinExtensions instantiates the extension registered for every key of
 // the filters object other than similarity_threshold, in the file's order,
 // then the DefaultOn protections the config does not mention.
-func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
+func builtinExtensions(cfg *config.Config, log *slog.Logger) ([]extension.Extension, error) {
 	keys := cfg.Filters.Order
 	if len(keys) != len(cfg.Filters.Extensions) { // a config built in code
 		keys = keys[:0:0]
@@ -259,7 +263,10 @@ func builtinExtensions(cfg *config.Config) ([]extension.Extension, error) {
 	var out []extension.Extension
 	for _, k := range keys {
 		raw := raws[k]
-		f, ok := extension.Lookup(k)
+		f, renamed, ok := extension.LookupName(k)
+		if ok && renamed != "" {
+			log.Warn("config: a filters key is deprecated; use its new name", "key", k, "name", renamed)
+		}
 		if !ok {
 			hint := ""
 			if s := config.Suggest(k, append(extension.Keys(), "similarity_threshold", "egress")); s != "" {

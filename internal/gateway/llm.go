@@ -93,9 +93,9 @@ func (g *Gateway) EvaluateLLMCall(ctx context.Context, c llmproxy.Call) llmproxy
 		if args == nil {
 			args = map[string]any{}
 		}
-		req := &extension.CallRequest{ToolName: catalog.Qualify(o.server, o.tool), ServerName: o.server, Tool: o.tool, Arguments: args, Session: c.Session, Def: def}
+		req := (&extension.CallRequest{ToolName: catalog.Qualify(o.server, o.tool), ServerName: o.server, Tool: o.tool, Session: c.Session, Def: def}).WithArguments(args)
 		reqs[n] = req
-		if err := g.pipe.Call(ctx, req); err != nil {
+		if _, err := g.pipe.Decide(ctx, req); err != nil {
 			d := llmproxy.Decision{Action: llmproxy.Block, Rule: "filter", Reason: "refused by a policy check"}
 			if den, ok := extension.AsDenial(err); ok {
 				d.Rule, d.Reason = den.Rule, den.Reason
@@ -122,7 +122,7 @@ func (g *Gateway) llmRecord(ctx context.Context, c llmproxy.Call, o llmOwner, re
 		if req.Def != nil {
 			fields["tool_hash"] = catalog.DefinitionHash(req.Def)
 		}
-		k, v := g.argsField(req.Arguments)
+		k, v := g.argsField(req)
 		fields[k] = v
 	}
 	if d.Reason != "" {

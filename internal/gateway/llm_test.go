@@ -18,22 +18,21 @@ import (
 
 // seer records the calls its filter sees and refuses those in deny.
 type seer struct {
-	extension.Base
 	deny map[string]bool
 	mu   sync.Mutex
 	seen []*extension.CallRequest
 }
 
 func (*seer) ID() string { return "dev.test/seer" }
-func (s *seer) CallFilter() extension.CallFilter {
-	return func(_ context.Context, c *extension.CallRequest) error {
+func (s *seer) WrapCall(next extension.CallHandler) extension.CallHandler {
+	return func(ctx context.Context, c *extension.CallRequest) (*extension.CallResult, error) {
 		s.mu.Lock()
 		s.seen = append(s.seen, c)
 		s.mu.Unlock()
 		if s.deny[c.ToolName] {
-			return extension.Deny("seer", "denied by the test")
+			return nil, extension.Deny("seer", "denied by the test")
 		}
-		return nil
+		return next(ctx, c)
 	}
 }
 

@@ -17,15 +17,13 @@ import (
 // allowPrivateNetworks is a load filter that lets run-time loads reach
 // loopback, as load_control's "deny_private_networks": false does, for
 // tests whose servers listen there.
-type allowPrivateNetworks struct{ extension.Base }
+type allowPrivateNetworks struct{}
 
 func (allowPrivateNetworks) ID() string             { return "dev.toolgate-test/allow_private_networks" }
 func (allowPrivateNetworks) Phase() extension.Phase { return extension.PhaseAdmit }
-func (allowPrivateNetworks) LoadFilter() extension.LoadFilter {
-	return func(_ context.Context, r *extension.LoadRequest) error {
-		r.AllowPrivateNetworks = true
-		return nil
-	}
+func (allowPrivateNetworks) FilterLoad(_ context.Context, r *extension.LoadRequest) error {
+	r.AllowPrivateNetworks = true
+	return nil
 }
 
 // TestLoadRefusesPrivateNetworksByDefault: with no filter configured, a

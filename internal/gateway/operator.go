@@ -7,7 +7,6 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/catalog"
-	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 // OperatorSession and OperatorPrincipal mark the calls the operator makes
@@ -29,20 +28,23 @@ func (g *Gateway) OperatorCall(ctx context.Context, toolName string, args map[st
 	if args == nil {
 		args = map[string]any{}
 	}
-	req := &extension.CallRequest{ToolName: toolName, Arguments: args, Session: OperatorSession, Principal: OperatorPrincipal}
-	server, tool, ok := catalog.Split(toolName)
-	if !ok {
-		g.intercepted(ctx, req, "block", "malformed_name")
-		return errorResult("%q is not a tool name; names have the form server__tool (see toolgate tools)", toolName)
-	}
-	req.ServerName, req.Tool = server, tool
-	res, err := g.callGated(ctx, req, func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error) {
-		return srv.CallTool(ctx, tool, req.Arguments)
+	req := (&extension.CallRequest{ToolName: toolName, Session: OperatorSession, Principal: OperatorPrincipal}).WithArguments(args)
+	res, r := g.runCall(ctx, req, nil, func() *Refusal {
+		server, tool, ok := catalog.Split(toolName)
+		if !ok {
+			return refuse("malformed_name", "%q is not a tool name; names have the form server__tool (see toolgate tools)", toolName)
+		}
+		req.ServerName, req.Tool = server, tool
+		return nil
 	})
-	if err != nil {
-		return denialResult(toolName, err)
+	var out *mcp.CallToolResult
+	if r == nil {
+		out, r = decoded(res, req.Tool)
+	}
+	if r != nil {
+		return r.ToolResult(toolName)
 	}
 	// No MCP server (and so no seal) stands between this result and the
 	// terminal or script that asked for it.
-	return g.redactResult(res)
+	return g.redactResult(out)
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/passthrough"
 )
 
 // startup tracks the configured servers that are still being connected
@@ -84,8 +86,8 @@ func (g *Gateway) serverStarted(name string) {
 // list handlers hide.
 func (g *Gateway) toolsChanged() {
 	for _, s := range g.servers {
-		s.AddTool(&mcp.Tool{Name: placeholderTool, InputSchema: map[string]any{"type": "object"}}, placeholderToolHandler)
-		s.RemoveTools(placeholderTool)
+		s.AddTool(&mcp.Tool{Name: passthrough.PlaceholderTool, InputSchema: map[string]any{"type": "object"}}, passthrough.PlaceholderToolHandler)
+		s.RemoveTools(passthrough.PlaceholderTool)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -20,7 +19,6 @@ import (
 	"github.com/toolgate/toolgate/internal/catalog"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/netguard"
-	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -53,8 +51,18 @@ const instructions = `toolgate connects you to many tool servers without listing
 If a call fails because of an expired or missing credential, ask the user to update the tokens file and retry. Never ask the user for a token or secret in the conversation.`
 
 func (g *Gateway) newMCPServer(sc scope) (*mcp.Server, error) {
-	s := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate MCP gateway", Version: Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(g.log)})
+	opts := &mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(g.log)}
+	if caps := extensionCapabilities(g.pipe.Extensions()); caps != nil {
+		// The SDK's default (logging only) plus capabilities.extensions;
+		// tools are added for the meta-tools as without them.
+		//lint:ignore SA1019 the SDK's default advertises logging; advertising extensions must not drop it
+		caps.Logging = &mcp.LoggingCapabilities{}
+		opts.Capabilities = caps
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate MCP gateway", Version: Version}, opts)
+	if err := extension.AddMethods(s, g.pipe.Extensions()); err != nil {
+		return nil, err
+	}
 	// Results are redacted on their way out by the seal every client-facing
 	// server carries (see seal), not here.
 	handle := func(h func(context.Context, scope, *mcp.CallToolRequest) (*mcp.CallToolResult, error)) mcp.ToolHandler {
@@ -67,7 +75,7 @@ func (g *Gateway) newMCPServer(sc scope) (*mcp.Server, error) {
 	s.AddTool(loadToolDef(), handle(g.handleLoad))
 	reserved := map[string]bool{"search_tools": true, "call_tool": true, "load_mcp_server": true}
 	for _, e := range g.pipe.Extensions() {
-		for _, t := range e.Tools() {
+		for _, t := range extTools(e) {
 			if t.Tool == nil || t.Handler == nil {
 				return nil, fmt.Errorf("extension %s: a contributed tool has no definition or handler", e.ID())
 			}
@@ -77,7 +85,7 @@ func (g *Gateway) newMCPServer(sc scope) (*mcp.Server, error) {
 			reserved[t.Tool.Name] = true
 			s.AddTool(t.Tool, t.Handler)
 		}
-		for _, r := range e.Resources() {
+		for _, r := range extResources(e) {
 			if r.Resource == nil || r.Handler == nil {
 				return nil, fmt.Errorf("extension %s: a contributed resource has no definition or handler", e.ID())
 			}
@@ -414,11 +422,10 @@ func (g *Gateway) handleCall(ctx context.Context, sc scope, req *mcp.CallToolReq
 	if err := decodeArgs(req.Params.Arguments, &a); err != nil {
 		return errorResult("call_tool: %v. Expected {\"tool_name\": \"server__tool\", \"arguments\": {...}}.", err), nil
 	}
-	args, err := objectArgs(a.Arguments)
-	if err != nil {
+	if err := checkObject(a.Arguments); err != nil {
 		return errorResult("call_tool: %v", err), nil
 	}
-	creq := &extension.CallRequest{ToolName: a.ToolName, Arguments: args}
+	creq := (&extension.CallRequest{ToolName: a.ToolName}).WithRawArguments(a.Arguments)
 	ctx = withPrincipal(ctx, req)
 	creq.Principal = principalID(req)
 	if sc == scopeConnection {
@@ -427,148 +434,60 @@ func (g *Gateway) handleCall(ctx context.Context, sc scope, req *mcp.CallToolReq
 	return g.Call(ctx, sc, creq, a.DiscoveryToken), nil
 }
 
-func objectArgs(raw json.RawMessage) (map[string]any, error) {
+// checkObject reports why raw is not a tool call's arguments (a JSON
+// object), without decoding it: a filter that reads them decodes them.
+func checkObject(raw json.RawMessage) error {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || string(t) == "null" {
-		return map[string]any{}, nil
+		return nil
 	}
-	if t[0] != '{' {
-		return nil, fmt.Errorf("\"arguments\" must be a JSON object such as {\"path\": \"/tmp/a.txt\"}, got %s", describeJSON(t))
+	if t[0] != '{' || !json.Valid(t) {
+		_, err := extension.DecodeArguments(t)
+		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(t))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("\"arguments\" is not valid JSON: %v", err)
-	}
-	return m, nil
-}
-
-func describeJSON(t []byte) string {
-	switch t[0] {
-	case '"':
-		return "a string"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	default:
-		return "a number"
-	}
+	return nil
 }
 
 // Call runs a call_tool request: the discovery gate first, always, then the
-// call filters, the upstream call and the response filters. Every refusal is
-// an isError result.
+// shared call path (call.go). Every refusal is an isError result.
 func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest, token string) *mcp.CallToolResult {
-	server, tool, ok := catalog.Split(req.ToolName)
-	if !ok {
-		g.intercepted(ctx, req, "block", "malformed_name")
-		return errorResult("call_tool: %q is not a tool name from search_tools; names have the form server__tool. Call search_tools to find the tool first.", req.ToolName)
-	}
-	req.ServerName, req.Tool = server, tool
-	// The discovery gate. It cannot be configured off.
-	switch sc {
-	case scopeStateless:
-		if err := g.signer.Verify(token, req.Principal, req.ToolName); err != nil {
-			g.intercepted(ctx, req, "block", "discovery_gate")
-			return errorResult("call_tool: %q cannot be called: %v. Call search_tools to find the tool, then pass its discovery_token to call_tool.", req.ToolName, err)
-		}
-	default:
-		seen, err := g.gate.Has(ctx, req.Session, req.ToolName)
-		if err != nil {
-			g.log.Error("gate lookup failed; refusing", "error", err)
-			g.intercepted(ctx, req, "block", "discovery_gate_error")
-			return errorResult("call_tool: the discovery record could not be checked, so %q was not called; try again.", req.ToolName)
-		}
-		if !seen {
-			g.intercepted(ctx, req, "block", "discovery_gate")
-			return errorResult("call_tool: %q has not been returned by search_tools in this session. Call search_tools with a description of the task first, then call the tool by the exact name it returns.", req.ToolName)
+	res, r := g.runMeta(ctx, sc, req, token, nil)
+	if r == nil {
+		var out *mcp.CallToolResult
+		if out, r = decoded(res, req.Tool); r == nil {
+			return out
 		}
 	}
-	res, err := g.callGated(ctx, req, func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error) {
-		return srv.CallTool(ctx, tool, req.Arguments)
-	})
-	if err != nil {
-		return denialResult(req.ToolName, err)
-	}
-	return res
+	return r.ToolResult(req.ToolName)
 }
 
-// callGated runs a call that has passed the discovery gate: the call
-// filters, the audit record, the upstream call (through send) and the
-// response filters. A filter's refusal is returned as an error (a
-// *extension.Denial or a filter failure); every other problem is an isError
-// result. Meta-tools and passthrough share it, so every filter applies in
-// both.
-func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, send func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
-	// The filters' steps go with the call's events to the event stream.
-	ctx = pipeline.WithTrace(ctx)
-	server, tool := req.ServerName, req.Tool
-	t, ok := g.cat.Lookup(req.ToolName)
-	// Route by the catalogue entry, and only when the name splits back to
-	// it: filters and the gate judged (server, tool) as split, so that must
-	// be what runs.
-	if ok && (t.Server != server || t.Name != tool) {
-		ok = false
-	}
-	srv, up := g.ups.Get(server)
-	if !ok || !up {
-		g.intercepted(ctx, req, "block", "unknown_tool")
-		return errorResult("call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server), nil
-	}
-	req.Def = t.Def
-	if err := g.pipe.Call(ctx, req); err != nil {
-		d, _ := extension.AsDenial(err)
-		reason := "filter"
-		if d != nil {
-			reason = d.Rule
+// runMeta is the upstream leg of call_tool: the name check and the
+// discovery gate, then the shared call path.
+func (g *Gateway) runMeta(ctx context.Context, sc scope, req *extension.CallRequest, token string, opts *callOpts) (*extension.CallResult, *Refusal) {
+	return g.runCall(ctx, req, opts, func() *Refusal {
+		server, tool, ok := catalog.Split(req.ToolName)
+		if !ok {
+			return refuse("malformed_name", "call_tool: %q is not a tool name from search_tools; names have the form server__tool. Call search_tools to find the tool first.", req.ToolName)
 		}
-		g.intercepted(ctx, req, "block", reason)
-		return nil, err
-	}
-	// The allow decision is recorded before the call runs; a call that
-	// cannot be recorded does not run.
-	if err := g.intercepted(ctx, req, "allow", ""); err != nil {
-		// The error (logged by intercepted) names files: it stays in the
-		// operator's log.
-		return errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName), nil
-	}
-	start := time.Now()
-	conn, err := g.forPrincipal(ctx, srv)
-	if err != nil {
-		return errorResult("call_tool: %q was not run: %v.", req.ToolName, err), nil
-	}
-	srv = conn
-	res, err := send(ctx, srv, t.Name)
-	k, v := g.argsField(req.Arguments)
-	fields := map[string]any{k: v, "duration_ms": float64(time.Since(start).Microseconds()) / 1000}
-	if err != nil {
-		fields["error"] = err.Error()
-		g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: server, Tool: tool, Action: "error", Fields: fields})
-		if srv.Config().IsRemote() && authFailure(err) {
-			return errorResult("call_tool: %s", g.authMessage(ctx, server)), nil
+		req.ServerName, req.Tool = server, tool
+		// The discovery gate. It cannot be configured off.
+		switch sc {
+		case scopeStateless:
+			if err := g.signer.Verify(token, req.Principal, req.ToolName); err != nil {
+				return refuse("discovery_gate", "call_tool: %q cannot be called: %v. Call search_tools to find the tool, then pass its discovery_token to call_tool.", req.ToolName, err)
+			}
+		default:
+			seen, err := g.gate.Has(ctx, req.Session, req.ToolName)
+			if err != nil {
+				g.log.Error("gate lookup failed; refusing", "error", err)
+				return refuse("discovery_gate_error", "call_tool: the discovery record could not be checked, so %q was not called; try again.", req.ToolName)
+			}
+			if !seen {
+				return refuse("discovery_gate", "call_tool: %q has not been returned by search_tools in this session. Call search_tools with a description of the task first, then call the tool by the exact name it returns.", req.ToolName)
+			}
 		}
-		// A passthrough send marks the upstream's own JSON-RPC errors to be
-		// relayed as they are.
-		var relay relayedError
-		if errors.As(err, &relay) {
-			return nil, relay.rpc
-		}
-		return upstreamError(srv, t.Name, err), nil
-	}
-	fields["is_error"] = res.IsError
-	g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: server, Tool: tool, Action: "ok", Fields: fields})
-	if res, err = g.pipe.Response(ctx, req, res); err != nil {
-		d, _ := extension.AsDenial(err)
-		reason := "response_filter"
-		if d != nil {
-			reason = d.Rule
-		}
-		g.emit(ctx, extension.Event{Type: audit.ToolCallIntercepted, Session: req.Session, Server: server, Tool: tool, Action: "block", Reason: reason, Fields: map[string]any{"phase": "response"}})
-		return nil, err
-	}
-	return res, nil
+		return nil
+	})
 }
 
 // intercepted records the gateway's decision on a call.
@@ -587,16 +506,9 @@ func (g *Gateway) intercepted(ctx context.Context, req *extension.CallRequest, a
 	return err
 }
 
-func denialResult(tool string, err error) *mcp.CallToolResult {
-	if d, ok := extension.AsDenial(err); ok {
-		return refusedResult(d, "call_tool: %s was refused by %s: %s", tool, d.Rule, d.Reason)
-	}
-	return errorResult("call_tool: %s was refused.", tool)
-}
-
 // refusedResult is the isError result of a denial. Its structuredContent
 // carries the JSON-RPC error an MCP proxy would have answered with, so a
-// client can tell the class of refusal apart:
+// client can tell the class of Refusal apart:
 // {"error": {"code": -32001, "message": "..."}, "rule": "..."}.
 func refusedResult(d *extension.Denial, format string, args ...any) *mcp.CallToolResult {
 	res := errorResult(format, args...)

@@ -1,7 +1,7 @@
-// Package pipeline runs the filter chains of toolgate's operations (search,
-// call, load, response) over a set of provisioned extensions, in phase
-// order. A filter that fails without deciding, or panics, denies the
-// operation: the pipeline fails closed.
+// Package pipeline runs the filters and call middleware of toolgate's
+// operations (search, list, load, call) over a set of provisioned
+// extensions, in phase order. A filter or middleware that fails without
+// deciding, or panics, denies the operation: the pipeline fails closed.
 package pipeline
 
 import (
@@ -20,13 +20,13 @@ import (
 
 // Pipeline is an immutable set of provisioned extensions and their filters.
 type Pipeline struct {
-	log      *slog.Logger
-	exts     []extension.Extension
-	search   []stage[extension.SearchFilter]
-	call     []stage[extension.CallFilter]
-	load     []stage[extension.LoadFilter]
-	response []stage[extension.ResponseFilter]
-	list     []stage[extension.ListFilter]
+	log     *slog.Logger
+	exts    []extension.Extension
+	visible []stage[extension.VisibilityFilter]
+	search  []stage[extension.SearchFilter]
+	call    []stage[extension.CallMiddleware]
+	load    []stage[extension.LoadFilter]
+	list    []stage[extension.ListFilter]
 }
 
 type stage[F any] struct {
@@ -64,41 +64,45 @@ func Build(ctx context.Context, log *slog.Logger, host func(id string) extension
 			h.Emit = func(context.Context, extension.Event) {}
 		}
 		if h.Logger == nil {
-			h.Logger = log.With("extension", e.ID())
+			h.Logger = log.With("extension", extension.Name(e.ID()))
 		}
 		if h.Tools == nil {
 			h.Tools = func() []extension.ToolRef { return nil }
 		}
-		if err := safe(func() error { return e.Provision(ctx, h) }); err != nil {
-			p.Close()
-			return nil, fmt.Errorf("extension %s: provision: %w", e.ID(), err)
+		if pr, ok := e.(extension.Provisioner); ok {
+			if err := safe(func() error { return pr.Provision(ctx, h) }); err != nil {
+				p.Close()
+				return nil, fmt.Errorf("extension %s: provision: %w", e.ID(), err)
+			}
 		}
 		p.exts = append(p.exts, e)
 	}
 	for _, e := range p.exts {
-		if err := safe(e.Validate); err != nil {
-			p.Close()
-			return nil, fmt.Errorf("extension %s: validate: %w", e.ID(), err)
+		if v, ok := e.(extension.Validator); ok {
+			if err := safe(v.Validate); err != nil {
+				p.Close()
+				return nil, fmt.Errorf("extension %s: validate: %w", e.ID(), err)
+			}
 		}
 	}
 	// Stable sort keeps builtins before extras and config order inside a phase.
 	ordered := append([]extension.Extension{}, p.exts...)
-	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Phase() < ordered[j].Phase() })
+	sort.SliceStable(ordered, func(i, j int) bool { return extension.PhaseOf(ordered[i]) < extension.PhaseOf(ordered[j]) })
 	for _, e := range ordered {
 		id := e.ID()
-		if f := e.SearchFilter(); f != nil {
+		if f, ok := e.(extension.VisibilityFilter); ok {
+			p.visible = append(p.visible, stage[extension.VisibilityFilter]{id, f})
+		}
+		if f, ok := e.(extension.SearchFilter); ok {
 			p.search = append(p.search, stage[extension.SearchFilter]{id, f})
 		}
-		if f := e.CallFilter(); f != nil {
-			p.call = append(p.call, stage[extension.CallFilter]{id, f})
+		if f, ok := e.(extension.CallMiddleware); ok {
+			p.call = append(p.call, stage[extension.CallMiddleware]{id, f})
 		}
-		if f := e.LoadFilter(); f != nil {
+		if f, ok := e.(extension.LoadFilter); ok {
 			p.load = append(p.load, stage[extension.LoadFilter]{id, f})
 		}
-		if f := e.ResponseFilter(); f != nil {
-			p.response = append(p.response, stage[extension.ResponseFilter]{id, f})
-		}
-		if f := e.ListFilter(); f != nil {
+		if f, ok := e.(extension.ListFilter); ok {
 			p.list = append(p.list, stage[extension.ListFilter]{id, f})
 		}
 	}
@@ -112,7 +116,11 @@ func (p *Pipeline) Extensions() []extension.Extension { return p.exts }
 func (p *Pipeline) Close() error {
 	var errs []error
 	for i := len(p.exts) - 1; i >= 0; i-- {
-		if err := safe(p.exts[i].Close); err != nil {
+		c, ok := p.exts[i].(extension.Closer)
+		if !ok {
+			continue
+		}
+		if err := safe(c.Close); err != nil {
 			errs = append(errs, fmt.Errorf("extension %s: close: %w", p.exts[i].ID(), err))
 		}
 	}
@@ -120,19 +128,47 @@ func (p *Pipeline) Close() error {
 	return errors.Join(errs...)
 }
 
-// Search passes results through every search filter.
-func (p *Pipeline) Search(ctx context.Context, req *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
+// Visible passes tools through every visibility filter.
+func (p *Pipeline) Visible(ctx context.Context, req *extension.VisibilityRequest, tools []extension.SearchResult) ([]extension.SearchResult, error) {
 	tr := TraceFrom(ctx)
-	for _, s := range p.search {
+	for _, s := range p.visible {
 		var out []extension.SearchResult
 		// A filter may drop results in place (slices.DeleteFunc): the
 		// names are taken before it runs.
 		var before []string
 		if tr != nil {
+			before = names(tools)
+		}
+		start := time.Now()
+		err := safe(func() (err error) { out, err = s.f.FilterVisible(ctx, req, tools); return err })
+		if tr != nil {
+			v, rule := verdict(err)
+			tr.add(Step{Extension: s.id, Pipeline: "visible", Verdict: v, Rule: rule, Duration: time.Since(start), Hid: hidden(before, out)})
+		}
+		if err != nil {
+			return nil, p.denial(s.id, "visible", err)
+		}
+		tools = out
+	}
+	return tools, nil
+}
+
+// Search passes a search's results through the visibility filters, then
+// every search filter.
+func (p *Pipeline) Search(ctx context.Context, req *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
+	results, err := p.Visible(ctx, &extension.VisibilityRequest{Session: req.Session, Principal: req.Principal, Limit: req.TopK}, results)
+	if err != nil {
+		return nil, err
+	}
+	tr := TraceFrom(ctx)
+	for _, s := range p.search {
+		var out []extension.SearchResult
+		var before []string
+		if tr != nil {
 			before = names(results)
 		}
 		start := time.Now()
-		err := safe(func() (err error) { out, err = s.f(ctx, req, results); return err })
+		err := safe(func() (err error) { out, err = s.f.FilterSearch(ctx, req, results); return err })
 		if tr != nil {
 			v, rule := verdict(err)
 			tr.add(Step{Extension: s.id, Pipeline: "search", Verdict: v, Rule: rule, Duration: time.Since(start), Hid: hidden(before, out)})
@@ -145,27 +181,10 @@ func (p *Pipeline) Search(ctx context.Context, req *extension.SearchRequest, res
 	return results, nil
 }
 
-// Call runs the call filters; a non-nil error is a *extension.Denial.
-func (p *Pipeline) Call(ctx context.Context, req *extension.CallRequest) error {
-	tr := TraceFrom(ctx)
-	for _, s := range p.call {
-		start := time.Now()
-		err := safe(func() error { return s.f(ctx, req) })
-		if tr != nil {
-			v, rule := verdict(err)
-			tr.add(Step{Extension: s.id, Pipeline: "call", Verdict: v, Rule: rule, Duration: time.Since(start)})
-		}
-		if err != nil {
-			return p.denial(s.id, "call", err)
-		}
-	}
-	return nil
-}
-
 // Load runs the load filters; a non-nil error is a *extension.Denial.
 func (p *Pipeline) Load(ctx context.Context, req *extension.LoadRequest) error {
 	for _, s := range p.load {
-		if err := safe(func() error { return s.f(ctx, req) }); err != nil {
+		if err := safe(func() error { return s.f.FilterLoad(ctx, req) }); err != nil {
 			return p.denial(s.id, "load", err)
 		}
 	}
@@ -176,7 +195,7 @@ func (p *Pipeline) Load(ctx context.Context, req *extension.LoadRequest) error {
 func (p *Pipeline) List(ctx context.Context, req *extension.ListRequest, tools []*mcp.Tool) ([]*mcp.Tool, error) {
 	for _, s := range p.list {
 		var out []*mcp.Tool
-		err := safe(func() (err error) { out, err = s.f(ctx, req, tools); return err })
+		err := safe(func() (err error) { out, err = s.f.FilterList(ctx, req, tools); return err })
 		if err != nil {
 			return nil, p.denial(s.id, "list", err)
 		}
@@ -185,25 +204,101 @@ func (p *Pipeline) List(ctx context.Context, req *extension.ListRequest, tools [
 	return tools, nil
 }
 
-// Response passes an upstream result through the response filters.
-func (p *Pipeline) Response(ctx context.Context, req *extension.CallRequest, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
-	tr := TraceFrom(ctx)
-	for _, s := range p.response {
-		var out *mcp.CallToolResult
-		start := time.Now()
-		err := safe(func() (err error) { out, err = s.f(ctx, req, res); return err })
-		if tr != nil {
-			v, rule := verdict(err)
-			tr.add(Step{Extension: s.id, Pipeline: "response", Verdict: v, Rule: rule, Duration: time.Since(start)})
-		}
-		if err != nil {
-			return nil, p.denial(s.id, "response", err)
-		}
-		if out != nil {
-			res = out
-		}
+// nextTimerKey carries, per call and stage, the time spent in the stage's
+// next, so a trace shows each middleware's own time.
+type nextTimerKey struct{}
+
+// fromNext marks an error that a middleware's next returned, so that the
+// stage passes it on as it is instead of blaming the middleware for it.
+type fromNext struct{ err error }
+
+func (f *fromNext) Error() string { return f.err.Error() }
+func (f *fromNext) Unwrap() error { return f.err }
+
+// Wrap returns h wrapped in every call middleware, in phase order (the
+// first is the outermost). Build it once and reuse it: it is safe for
+// concurrent use. An error the handler returns is either what h returned,
+// unchanged, or a *extension.Denial from a middleware: one that refused,
+// failed without deciding, panicked or returned no result.
+func (p *Pipeline) Wrap(h extension.CallHandler) extension.CallHandler {
+	for i := len(p.call) - 1; i >= 0; i-- {
+		h = p.wrapStage(p.call[i], h)
 	}
-	return res, nil
+	return h
+}
+
+func (p *Pipeline) wrapStage(s stage[extension.CallMiddleware], next extension.CallHandler) extension.CallHandler {
+	inner := func(ctx context.Context, req *extension.CallRequest) (*extension.CallResult, error) {
+		if t, ok := ctx.Value(nextTimerKey{}).(*time.Duration); ok {
+			start := time.Now()
+			defer func() { *t += time.Since(start) }()
+		}
+		res, err := next(ctx, req)
+		if err != nil {
+			return res, &fromNext{err}
+		}
+		return res, nil
+	}
+	var h extension.CallHandler
+	if err := safe(func() error { h = s.f.WrapCall(inner); return nil }); err != nil || h == nil {
+		if err == nil {
+			err = errors.New("WrapCall returned no handler")
+		}
+		d := p.denial(s.id, "call", err)
+		return func(context.Context, *extension.CallRequest) (*extension.CallResult, error) { return nil, d }
+	}
+	return func(ctx context.Context, req *extension.CallRequest) (res *extension.CallResult, err error) {
+		// own is the middleware's own outcome, before it is made a Denial.
+		var own error
+		downstream := false
+		tr := TraceFrom(ctx)
+		if tr != nil {
+			// The step's time is the middleware's own: what it spent in
+			// next (the rest of the chain and the upstream) is taken out.
+			var inNext time.Duration
+			ctx = context.WithValue(ctx, nextTimerKey{}, &inNext)
+			slot := tr.begin(Step{Extension: s.id, Pipeline: "call", Verdict: "pass"})
+			start := time.Now()
+			defer func() {
+				v, rule := verdict(own)
+				if downstream {
+					// An error from further down the chain is not this
+					// middleware's verdict.
+					v, rule = "pass", ""
+				}
+				tr.set(slot, Step{Extension: s.id, Pipeline: "call", Verdict: v, Rule: rule, Duration: time.Since(start) - inNext})
+			}()
+		}
+		err = safe(func() (err error) { res, err = h(ctx, req); return err })
+		own = err
+		if err != nil {
+			if fn, ok := errors.AsType[*fromNext](err); ok {
+				downstream = true
+				return res, fn.err
+			}
+			return nil, p.denial(s.id, "call", err)
+		}
+		if res == nil {
+			own = errors.New("the middleware returned neither a result nor an error")
+			return nil, p.denial(s.id, "call", own)
+		}
+		return res, nil
+	}
+}
+
+// Decide runs the call middleware for a call that is judged but not run
+// (a tool call in an LLM response): nil means every middleware passed it
+// on, and rewritten is the request the end of the chain saw.
+func (p *Pipeline) Decide(ctx context.Context, req *extension.CallRequest) (rewritten *extension.CallRequest, err error) {
+	seen := req
+	h := p.Wrap(func(_ context.Context, r *extension.CallRequest) (*extension.CallResult, error) {
+		seen = r
+		return extension.NewCallResult(&mcp.CallToolResult{Content: []mcp.Content{}}), nil
+	})
+	if _, err := h(ctx, req); err != nil {
+		return nil, err
+	}
+	return seen, nil
 }
 
 // denial turns a filter's error into a Denial. An error that is not a
@@ -216,7 +311,7 @@ func (p *Pipeline) denial(id, op string, err error) error {
 		}
 		return d
 	}
-	p.log.Error("filter failed; refusing (fail closed)", "extension", id, "pipeline", op, "error", err)
+	p.log.Error("filter failed; refusing (fail closed)", "extension", extension.Name(id), "pipeline", op, "error", err)
 	return &extension.Denial{
 		Rule:   id,
 		Reason: "a policy check failed to complete, so the operation was refused",
@@ -235,6 +330,7 @@ func safe(f func() error) (err error) {
 	return f()
 }
 
+// names lists the results' tool names.
 func names(rs []extension.SearchResult) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {

@@ -47,6 +47,31 @@ func TraceFrom(ctx context.Context) *Trace {
 	return t
 }
 
+// begin records a middleware's step as it passes the call on (s says
+// "pass"): its final verdict and time are known only when the rest of the
+// chain has returned, and set then, so steps stay in the order the
+// middleware was entered and a reader during the call sees it passed. It
+// returns -1 when the trace is full.
+func (t *Trace) begin(s Step) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.steps) >= maxSteps {
+		return -1
+	}
+	t.steps = append(t.steps, s)
+	return len(t.steps) - 1
+}
+
+// set fills the step begin reserved.
+func (t *Trace) set(i int, s Step) {
+	if i < 0 {
+		return
+	}
+	t.mu.Lock()
+	t.steps[i] = s
+	t.mu.Unlock()
+}
+
 func (t *Trace) add(s Step) {
 	if t == nil {
 		return

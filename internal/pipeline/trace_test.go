@@ -9,7 +9,7 @@ import (
 )
 
 // TestTraceRecordsEachFilter: with a trace in the context, every call
-// filter that runs leaves a step with its verdict, up to the one that
+// middleware that runs leaves a step, in the order they were entered, with its verdict, up to the one that
 // denies; search filters name the tools they hid; without a trace nothing
 // is recorded.
 func TestTraceRecordsEachFilter(t *testing.T) {
@@ -25,7 +25,7 @@ func TestTraceRecordsEachFilter(t *testing.T) {
 	if WithTrace(ctx) != ctx {
 		t.Error("WithTrace replaced the trace a context already had")
 	}
-	if err := p.Call(ctx, &extension.CallRequest{}); err == nil {
+	if _, err := p.Decide(ctx, &extension.CallRequest{}); err == nil {
 		t.Fatal("not denied")
 	}
 	steps := TraceFrom(ctx).Steps()
@@ -51,7 +51,7 @@ func TestTraceRecordsEachFilter(t *testing.T) {
 	failing := &rec{id: "com.example/broken", trace: &order, callErr: errors.New("cannot decide")}
 	p2, _ := Build(context.Background(), nil, host, nil, []extension.Extension{failing})
 	ectx := WithTrace(context.Background())
-	_ = p2.Call(ectx, &extension.CallRequest{})
+	_, _ = p2.Decide(ectx, &extension.CallRequest{})
 	if s := TraceFrom(ectx).Steps(); len(s) != 1 || s[0].Verdict != "error" {
 		t.Errorf("failing filter: %+v", s)
 	}
@@ -68,7 +68,7 @@ func TestTraceBounded(t *testing.T) {
 	p, _ := Build(context.Background(), nil, host, nil, []extension.Extension{&rec{id: "com.example/pass", trace: &order}})
 	ctx := WithTrace(context.Background())
 	for range maxSteps + 10 {
-		_ = p.Call(ctx, &extension.CallRequest{})
+		_, _ = p.Decide(ctx, &extension.CallRequest{})
 	}
 	if n := len(TraceFrom(ctx).Steps()); n != maxSteps {
 		t.Errorf("%d steps kept, want %d", n, maxSteps)

@@ -1,11 +1,11 @@
 package secrets
 
 import (
-	"path"
 	"sort"
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/glob"
 )
 
 // StandardEnv are passed to every stdio server whatever its filter says.
@@ -33,7 +33,7 @@ type EnvFilter struct {
 // Validate checks the globs.
 func (f EnvFilter) Validate() error {
 	for _, p := range append(append([]string{}, f.Allow...), f.Deny...) {
-		if _, err := path.Match(p, ""); err != nil {
+		if err := glob.Validate(p); err != nil {
 			return &globError{p}
 		}
 	}
@@ -109,7 +109,7 @@ func sensitive(name string) bool {
 
 func matchAny(globs []string, name string) bool {
 	for _, g := range globs {
-		if ok, _ := path.Match(g, name); ok {
+		if glob.Match(g, name) {
 			return true
 		}
 	}

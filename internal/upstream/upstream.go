@@ -874,12 +874,21 @@ func (s *Server) listTools(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
 // notifications/cancelled) when ctx ends or the server's call timeout
 // passes.
 func (s *Server) CallTool(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	return s.Call(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+}
+
+// Call is CallTool with the whole params: arguments as any value that
+// encodes to a JSON object (json.RawMessage is forwarded as it is) and the
+// _meta to send. It alone owns a call's timeout, its retry before sending
+// and its cancellation; an upstream's JSON-RPC error is returned as the
+// *jsonrpc.Error it sent.
+func (s *Server) Call(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := s.acquire(ctx)
 		if err != nil {
 			return nil, err
 		}
-		res, err := s.callOnce(ctx, c, tool, args)
+		res, err := s.callOnce(ctx, c, params)
 		retry := false
 		if err != nil && ctx.Err() == nil && connBroken(err) {
 			s.lost(c, err)
@@ -903,10 +912,10 @@ func (s *Server) CallTool(ctx context.Context, tool string, args map[string]any)
 // errCallTimeout is the cause of a call's context when its timeout passed.
 var errCallTimeout = errors.New("call timeout")
 
-func (s *Server) callOnce(ctx context.Context, c *conn, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+func (s *Server) callOnce(ctx context.Context, c *conn, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	cctx, cancel := context.WithTimeoutCause(ctx, s.callTimeout, errCallTimeout)
 	defer cancel()
-	res, err := c.sess.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := c.sess.CallTool(cctx, params)
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(context.Cause(cctx), errCallTimeout) {
 			return nil, fmt.Errorf("server %q did not answer within %s (its call_timeout); the call was cancelled upstream", s.cfg.Name, s.callTimeout)

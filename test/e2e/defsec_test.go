@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/extensions/pin"
+	pin "github.com/toolgate/toolgate/extensions/version_pinning"
 )
 
 // Definition security end to end: small Go MCP servers (testserver) behind

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/readme"
 )
@@ -57,4 +59,57 @@ func ReadmeExamples(t *testing.T, key string, factory extension.Factory) {
 			t.Errorf("README example %d: %v\n%s", i+1, err, raw)
 		}
 	}
+}
+
+// Call runs req through e's call middleware (if any) to an upstream that
+// answers with an empty result, and returns the middleware's error.
+func Call(e extension.Extension, ctx context.Context, req *extension.CallRequest) error {
+	_, err := CallSeen(e, ctx, req)
+	return err
+}
+
+// CallSeen is Call that also returns the request the upstream received.
+func CallSeen(e extension.Extension, ctx context.Context, req *extension.CallRequest) (*extension.CallRequest, error) {
+	seen := req
+	h := func(_ context.Context, r *extension.CallRequest) (*extension.CallResult, error) {
+		seen = r
+		return extension.NewCallResult(&mcp.CallToolResult{Content: []mcp.Content{}}), nil
+	}
+	if m, ok := e.(extension.CallMiddleware); ok {
+		if _, err := m.WrapCall(h)(ctx, req); err != nil {
+			return nil, err
+		}
+		return seen, nil
+	}
+	_, err := h(ctx, req)
+	return seen, err
+}
+
+// CallFunc is Call as a function of the request.
+func CallFunc(e extension.Extension) func(ctx context.Context, req *extension.CallRequest) error {
+	return func(ctx context.Context, req *extension.CallRequest) error { return Call(e, ctx, req) }
+}
+
+// Respond runs req through e's call middleware to an upstream that answers
+// with res, and returns the result the middleware passes on.
+func Respond(e extension.Extension, ctx context.Context, req *extension.CallRequest, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	h := func(context.Context, *extension.CallRequest) (*extension.CallResult, error) {
+		return extension.NewCallResult(res), nil
+	}
+	if m, ok := e.(extension.CallMiddleware); ok {
+		h = m.WrapCall(h)
+	}
+	out, err := h(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return out.Result()
+}
+
+// Provision provisions e if it is a Provisioner.
+func Provision(e extension.Extension, ctx context.Context, h extension.Host) error {
+	if p, ok := e.(extension.Provisioner); ok {
+		return p.Provision(ctx, h)
+	}
+	return nil
 }

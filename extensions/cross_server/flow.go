@@ -1,0 +1,550 @@
+// Package flow is the cross_server extension: it classifies every call as
+// read, write, send, compute or unknown (by the operator's globs, else by
+// name raised by what its arguments can carry; an upstream's annotations
+// only ever make it stricter) and, per session, refuses data flows between
+// servers that look like exfiltration: a send on one server after a read
+// from another within a window (read_then_send, critical), and optionally
+// any write, send, compute or unknown call after such a read
+// (cross_server_flow, high). Every call that follows another server's read
+// is recorded, allowed or not. Each decision is made under the session's
+// lock, so two concurrent calls cannot both slip past.
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/glob"
+)
+
+// Key is the filters config key.
+const Key = "cross_server"
+
+func init() { extension.Register(Key, FromConfig) }
+
+// New builds the extension from its raw config, decoded strictly.
+var New = extension.ConfigFactory(FromConfig)
+
+// Categories of tools.
+const (
+	Read    = "read"
+	Write   = "write"
+	Send    = "send"
+	Compute = "compute"
+	Unknown = "unknown"
+)
+
+// DefaultWindow is how long a read taints a session.
+const DefaultWindow = 30 * time.Second
+
+// Config is the cross_server object.
+type Config struct {
+	ReadThenSend    *Rule      `json:"read_then_send"`
+	CrossServerFlow *Rule      `json:"cross_server_flow"`
+	Classify        []Classify `json:"classify"`
+}
+
+// Rule configures one detection.
+type Rule struct {
+	Enabled *bool  `json:"enabled"`
+	Window  string `json:"window"`
+	// Action is "block" or "alert" (record and allow).
+	Action string `json:"action"`
+
+	window time.Duration
+	on     bool
+}
+
+// Classify assigns a category to tools whose qualified name matches a glob.
+type Classify struct {
+	Tools    string `json:"tools"`
+	Category string `json:"category"`
+}
+
+// Flow is the extension.
+type Flow struct {
+	cfg  Config
+	emit func(context.Context, extension.Event)
+	now  func() time.Time
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	sweepAt  int // map size at which idle sessions are dropped
+}
+
+type session struct {
+	mu    sync.Mutex
+	reads []read // at most one per server, the latest, oldest first
+	// dead marks a session dropped from the map by a sweep; a call that
+	// holds it takes the map's current one instead.
+	dead bool
+}
+
+// minSweep is the number of sessions below which none is dropped.
+const minSweep = 1024
+
+type read struct {
+	at     time.Time
+	server string
+	tool   string
+}
+
+// New decodes the config strictly and applies defaults: read_then_send on,
+// blocking, 30 s; cross_server_flow on, alerting, 30 s.
+func FromConfig(cfg Config) (extension.Extension, error) {
+	if cfg.ReadThenSend == nil {
+		cfg.ReadThenSend = &Rule{}
+	}
+	if cfg.CrossServerFlow == nil {
+		cfg.CrossServerFlow = &Rule{}
+	}
+	if err := cfg.ReadThenSend.setup("read_then_send", "block"); err != nil {
+		return nil, err
+	}
+	if err := cfg.CrossServerFlow.setup("cross_server_flow", "alert"); err != nil {
+		return nil, err
+	}
+	for i, c := range cfg.Classify {
+		if glob.Validate(c.Tools) != nil {
+			return nil, fmt.Errorf("classify[%d].tools: bad glob %q", i, c.Tools)
+		}
+		switch c.Category {
+		case Read, Write, Send, Compute, Unknown:
+		default:
+			return nil, fmt.Errorf("classify[%d].category %q: want read, write, send, compute or unknown", i, c.Category)
+		}
+	}
+	return &Flow{cfg: cfg, now: time.Now, sessions: map[string]*session{}}, nil
+}
+
+func (r *Rule) setup(name, action string) error {
+	r.on = r.Enabled == nil || *r.Enabled
+	r.window = DefaultWindow
+	if r.Window != "" {
+		d, err := time.ParseDuration(r.Window)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s.window: want a positive duration such as \"30s\", got %q", name, r.Window)
+		}
+		r.window = d
+	}
+	switch r.Action {
+	case "":
+		r.Action = action
+	case "block", "alert":
+	default:
+		return fmt.Errorf("%s.action %q: want \"block\" or \"alert\"", name, r.Action)
+	}
+	return nil
+}
+
+func (*Flow) ID() string             { return "dev.toolgate/cross_server" }
+func (*Flow) Phase() extension.Phase { return extension.PhaseAdmit }
+
+func (f *Flow) Provision(_ context.Context, h extension.Host) error {
+	f.emit = h.Emit
+	return nil
+}
+
+func (f *Flow) WrapCall(next extension.CallHandler) extension.CallHandler {
+	return extension.Before(f.check)(next)
+}
+
+// session returns key's session, locked. Sessions with no read inside
+// the window are dropped once the map grows past sweepAt, so the map holds
+// the sessions that matter, not every session ever seen.
+func (f *Flow) session(key string, now time.Time, keep time.Duration) *session {
+	for {
+		f.mu.Lock()
+		if len(f.sessions) >= max(f.sweepAt, minSweep) {
+			for k, s := range f.sessions {
+				if k != key && s.mu.TryLock() {
+					if n := len(s.reads); n == 0 || now.Sub(s.reads[n-1].at) >= keep {
+						s.dead = true
+						delete(f.sessions, k)
+					}
+					s.mu.Unlock()
+				}
+			}
+			f.sweepAt = 2 * len(f.sessions)
+		}
+		s := f.sessions[key]
+		if s == nil {
+			s = &session{}
+			f.sessions[key] = s
+		}
+		f.mu.Unlock()
+		s.mu.Lock()
+		if !s.dead {
+			return s
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (f *Flow) check(ctx context.Context, c *extension.CallRequest) (err error) {
+	cl := f.classify(c.ToolName, c.Tool, c.Def, c.Args())
+	cat := cl.category
+	now := f.now()
+	keep := max(f.cfg.ReadThenSend.window, f.cfg.CrossServerFlow.window)
+	s := f.session(c.Session+"\x00"+c.Principal, now, keep)
+	defer s.mu.Unlock()
+	i := 0
+	for i < len(s.reads) && now.Sub(s.reads[i].at) >= keep {
+		i++
+	}
+	s.reads = s.reads[i:]
+	if cl.source {
+		// A refused call read nothing.
+		defer func() {
+			if err == nil {
+				s.reads = slices.DeleteFunc(s.reads, func(r read) bool { return r.server == c.ServerName })
+				s.reads = append(s.reads, read{at: now, server: c.ServerName, tool: c.ToolName})
+			}
+		}()
+	}
+
+	fired := false
+	if cat == Send && f.cfg.ReadThenSend.on {
+		if r, ok := f.crossRead(s, c.ServerName, now, f.cfg.ReadThenSend.window); ok {
+			fired = true
+			if err := f.fire(ctx, c, "read_then_send", "critical", f.cfg.ReadThenSend.Action, cl, r); err != nil {
+				return err
+			}
+		}
+	}
+	if cat != Read && f.cfg.CrossServerFlow.on {
+		if r, ok := f.crossRead(s, c.ServerName, now, f.cfg.CrossServerFlow.window); ok {
+			fired = true
+			if err := f.fire(ctx, c, "cross_server_flow", "high", f.cfg.CrossServerFlow.Action, cl, r); err != nil {
+				return err
+			}
+		}
+	}
+	// A call that follows another server's read is a flow decision even
+	// when no rule fires: it is recorded, so an audit can tell a flow that
+	// was judged harmless from one that was never seen.
+	if r, ok := f.crossRead(s, c.ServerName, now, keep); ok && !fired {
+		f.emit(ctx, extension.Event{
+			Type: "cross_server", Session: c.Session, Server: c.ServerName, Tool: c.Tool, Action: "allow", Reason: "no_rule",
+			Fields: cl.fields(map[string]any{"related_calls": []string{r.tool}, "related_server": r.server}),
+		})
+	}
+	return nil
+}
+
+// crossRead finds the latest read from another server within window.
+func (f *Flow) crossRead(s *session, server string, now time.Time, window time.Duration) (read, bool) {
+	for i := len(s.reads) - 1; i >= 0; i-- {
+		r := s.reads[i]
+		if now.Sub(r.at) >= window {
+			break
+		}
+		if r.server != server {
+			return r, true
+		}
+	}
+	return read{}, false
+}
+
+func (f *Flow) fire(ctx context.Context, c *extension.CallRequest, rule, severity, action string, cl classification, r read) error {
+	age := f.now().Sub(r.at).Round(time.Second)
+	cat := cl.category
+	f.emit(ctx, extension.Event{
+		Type: "cross_server_blocked", Session: c.Session, Server: c.ServerName, Tool: c.Tool, Action: action, Reason: rule,
+		Fields: cl.fields(map[string]any{"rule": rule, "severity": severity, "related_calls": []string{r.tool}, "related_server": r.server}),
+	})
+	if action != "block" {
+		return nil
+	}
+	return extension.Denyf("cross_server."+rule,
+		"%s (%s) is a %s on server %q %s after a read from server %q (%s); cross-server data flows like this are blocked. Wait for the window to pass or ask the user to confirm outside the conversation.",
+		c.ToolName, severity, cat, c.ServerName, age, r.server, r.tool)
+}
+
+// prefixes map the first word of a tool name to a category.
+var prefixes = map[string]string{}
+
+func init() {
+	for cat, words := range map[string]string{
+		Read:    "read get fetch list search query find view describe show lookup load download open inspect retrieve browse check count",
+		Send:    "send post email mail publish notify share tweet message sms upload submit push reply forward webhook",
+		Write:   "write create update delete remove edit move rename set add insert put patch save append drop replace modify",
+		Compute: "compute calculate convert transform run exec execute eval evaluate generate render parse format analyze summarize translate",
+	} {
+		for _, w := range strings.Fields(words) {
+			prefixes[w] = cat
+		}
+	}
+}
+
+// Category classifies a tool from its definition alone (no arguments):
+// see classify.
+func (f *Flow) Category(qualified, tool string, def *mcp.Tool) string {
+	return f.classify(qualified, tool, def, nil).category
+}
+
+// classification is what a call is, and why.
+type classification struct {
+	category string
+	// source: the call reads data (it taints the session for other
+	// servers' sinks).
+	source bool
+	// evidence says what made the call a sink, for the event.
+	evidence []string
+}
+
+func (cl classification) fields(m map[string]any) map[string]any {
+	m["category"] = cl.category
+	if len(cl.evidence) > 0 {
+		m["sink_evidence"] = cl.evidence
+	}
+	return m
+}
+
+// classify decides what a call is. The operator's classify globs are
+// trusted and win. Otherwise an upstream's own annotations are hints (the
+// MCP specification says so) and a hostile server sets them freely, so
+// they can only make a call stricter, never lighter: readOnlyHint marks a
+// read (a source) but never clears a sink, openWorldHint makes a send,
+// destructiveHint a write. What decides whether a call is a sink is what
+// its arguments can carry: a destination (a URL, recipient, channel,
+// host... in the input schema's property names, or a URL or e-mail address
+// in the argument values) makes it a send whatever its name, so fetch(url)
+// and a "read-only" post_message are sends; a body without a destination
+// (content, payload...) makes a read- or unknown-named tool a write.
+func (f *Flow) classify(qualified, tool string, def *mcp.Tool, args map[string]any) classification {
+	for _, c := range f.cfg.Classify {
+		if glob.Match(c.Tools, qualified) {
+			return classification{category: c.Category, source: c.Category == Read}
+		}
+	}
+	name := byName(tool)
+	cl := classification{category: name, source: name == Read}
+	rank := map[string]int{Read: 0, Unknown: 1, Compute: 1, Write: 2, Send: 3}
+	raise := func(cat, why string) {
+		if rank[cat] > rank[cl.category] {
+			cl.category = cat
+		}
+		if cat == Send && why != "" {
+			cl.evidence = append(cl.evidence, why)
+		}
+	}
+	if def != nil && def.Annotations != nil {
+		a := def.Annotations
+		if a.ReadOnlyHint {
+			cl.source = true
+		}
+		if a.OpenWorldHint != nil && *a.OpenWorldHint {
+			raise(Send, "openWorldHint")
+		}
+		if a.DestructiveHint != nil && *a.DestructiveHint {
+			raise(Write, "")
+		}
+	}
+	var schema any
+	if def != nil {
+		schema = def.InputSchema
+	}
+	dest, body := schemaCarries(schema, 0)
+	for _, p := range dest {
+		raise(Send, fmt.Sprintf("input property %q", p))
+	}
+	if v := destinationValue(args, 0); v != "" {
+		raise(Send, "argument "+v)
+	}
+	if len(body) > 0 && (cl.category == Read || cl.category == Unknown || cl.category == Compute) {
+		raise(Write, "")
+	}
+	return cl
+}
+
+// destinationWords name an input that says where data goes; bodyWords one
+// that carries data. Words are matched against the parts of a property
+// name (snake_case, camelCase and kebab-case split).
+var (
+	destinationWords = set("url urls uri uris href link links endpoint webhook webhooks callback to recipient recipients email emails mail cc bcc channel channels phone sms host hostname domain destination dest remote")
+	bodyWords        = set("body content contents payload data message messages text attachment attachments file blob")
+)
+
+func set(words string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		m[w] = true
+	}
+	return m
+}
+
+// maxDepth bounds the walk of schemas and arguments (they come from
+// outside).
+const maxDepth = 8
+
+// schemaCarries lists the destination and body properties of a JSON
+// schema, nested objects and array items included.
+func schemaCarries(schema any, depth int) (dest, body []string) {
+	m := asMap(schema)
+	if m == nil || depth > maxDepth {
+		return nil, nil
+	}
+	if props := asMap(m["properties"]); props != nil {
+		for name, sub := range props {
+			switch propKind(name) {
+			case "dest":
+				if canAddress(sub) {
+					dest = append(dest, name)
+				}
+			case "body":
+				body = append(body, name)
+			}
+			d, b := schemaCarries(sub, depth+1)
+			dest, body = append(dest, d...), append(body, b...)
+		}
+	}
+	for _, k := range []string{"items", "additionalProperties"} {
+		d, b := schemaCarries(m[k], depth+1)
+		dest, body = append(dest, d...), append(body, b...)
+	}
+	return dest, body
+}
+
+// propKind is "dest" for a property naming a destination, "body" for one
+// carrying data, else "".
+func propKind(name string) string {
+	kind := ""
+	for _, part := range nameParts(name) {
+		if destinationWords[part] {
+			return "dest"
+		}
+		if bodyWords[part] {
+			kind = "body"
+		}
+	}
+	return kind
+}
+
+// canAddress reports whether a property's schema can hold an address: not
+// a number, boolean or date ("to" in a date range is no recipient).
+func canAddress(schema any) bool {
+	m := asMap(schema)
+	if m == nil {
+		return true
+	}
+	switch t, _ := m["type"].(string); t {
+	case "number", "integer", "boolean":
+		return false
+	}
+	switch f, _ := m["format"].(string); f {
+	case "date", "date-time", "time", "duration":
+		return false
+	}
+	return true
+}
+
+func asMap(v any) map[string]any {
+	switch x := v.(type) {
+	case map[string]any:
+		return x
+	case json.RawMessage:
+		var m map[string]any
+		if json.Unmarshal(x, &m) == nil {
+			return m
+		}
+	case nil:
+		return nil
+	default:
+		// A typed schema (*jsonschema.Schema): read it as JSON.
+		b, err := json.Marshal(x)
+		if err != nil {
+			return nil
+		}
+		var m map[string]any
+		if json.Unmarshal(b, &m) == nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// nameParts splits a property name into lower-case words.
+func nameParts(name string) []string {
+	var parts []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			parts = append(parts, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	for i, r := range name {
+		switch {
+		case r == '_' || r == '-' || r == '.' || r == ' ':
+			flush()
+		case unicode.IsUpper(r) && i > 0:
+			flush()
+			cur = append(cur, r)
+		default:
+			cur = append(cur, r)
+		}
+	}
+	flush()
+	return parts
+}
+
+// destinationValue returns a description of the first argument value that
+// is a destination: a URL with a host (any scheme) or an e-mail address.
+func destinationValue(v any, depth int) string {
+	if depth > maxDepth {
+		return ""
+	}
+	switch x := v.(type) {
+	case string:
+		s := strings.TrimSpace(x)
+		if u, err := url.Parse(s); err == nil && u.Scheme != "" && (u.Host != "" || u.Scheme == "mailto") {
+			return "value is a " + u.Scheme + " URL"
+		}
+		if at := strings.LastIndexByte(s, '@'); at > 0 && !strings.ContainsAny(s, " \t\n") && strings.Contains(s[at:], ".") {
+			return "value is an e-mail address"
+		}
+	case map[string]any:
+		for _, e := range x {
+			if d := destinationValue(e, depth+1); d != "" {
+				return d
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if d := destinationValue(e, depth+1); d != "" {
+				return d
+			}
+		}
+	}
+	return ""
+}
+
+func byName(tool string) string {
+	first := strings.FieldsFunc(tool, func(r rune) bool { return r == '_' || r == '-' || r == '.' || r == ' ' })
+	if len(first) == 0 {
+		return Unknown
+	}
+	w := first[0]
+	// camelCase: "sendEmail" → "send".
+	for i, r := range w {
+		if i > 0 && unicode.IsUpper(r) {
+			w = w[:i]
+			break
+		}
+	}
+	if cat, ok := prefixes[strings.ToLower(w)]; ok {
+		return cat
+	}
+	return Unknown
+}
