@@ -180,6 +180,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		g.pt = newPassthrough(g, opts.Config)
 		uopts.ClientOptions = g.pt.clientOptions
 		uopts.ClientMiddleware = g.pt.clientMiddleware
+		uopts.OnMessage = g.pt.onUpstreamMessage
 	}
 	g.ups = upstream.NewManager(uopts)
 	g.metrics.serverLabel = g.metricServer

@@ -3,7 +3,9 @@ package gateway
 //lint:file-ignore SA1019 passthrough relays MCP's logging, sampling and roots features while clients and upstreams still use them; SEP-2577 deprecates them with a long window.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -71,23 +73,40 @@ type passthrough struct {
 	seq atomic.Uint64
 
 	mu       sync.Mutex
-	inflight map[string]map[*mcp.ServerSession]int // upstream → client sessions with requests in flight
-	progress map[string]progressRoute              // our progress token → client's
-	owners   map[string]string                     // exposed resource URI → upstream, from the last list
-	prefixes map[string]string                     // literal prefix of a resource template → upstream
+	inflight map[string]map[*mcp.ServerSession]*inflight // upstream → client sessions with requests in flight
+	progress map[string]*progressRoute                   // our progress token → client's
+	owners   map[string]string                           // exposed resource URI → upstream, from the last list
+	prefixes map[string]string                           // literal prefix of a resource template → upstream
 	subs     map[string]map[*mcp.ServerSession]bool
 }
 
+// progressRoute sends an upstream's progress for one relayed request to
+// the client that asked for it.
 type progressRoute struct {
 	ss    *mcp.ServerSession
 	token any
+	// ctx is the client request's: on streamable HTTP, a notification
+	// about a request goes on that request's own stream (the standalone
+	// stream may not be open yet, and the message would be lost).
+	ctx context.Context
+	// seen counts the notifications the tap saw on the wire (before the
+	// result), relayed those the SDK's handler has relayed since; the
+	// result waits until relayed catches up (guarded by passthrough.mu).
+	seen, relayed int
+	changed       chan struct{} // a relay happened
+}
+
+// inflight is one client session's requests in flight on an upstream.
+type inflight struct {
+	n   int
+	ctx context.Context // the latest request's, for what the upstream sends back during it
 }
 
 func newPassthrough(g *Gateway, cfg *config.Config) *passthrough {
 	p := &passthrough{
 		g: g, hybrid: cfg.Mode == config.ModeHybrid,
 		pinned: map[string]bool{}, extTools: map[string]bool{}, extResources: map[string]bool{},
-		inflight: map[string]map[*mcp.ServerSession]int{}, progress: map[string]progressRoute{},
+		inflight: map[string]map[*mcp.ServerSession]*inflight{}, progress: map[string]*progressRoute{},
 		owners: map[string]string{}, prefixes: map[string]string{}, subs: map[string]map[*mcp.ServerSession]bool{},
 	}
 	if !cfg.Namespaced() {
@@ -341,8 +360,8 @@ func (p *passthrough) callTool(ctx context.Context, sc scope, req *mcp.CallToolR
 	}
 	creq.Arguments = args
 	res, err := p.g.callGated(ctx, creq, func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error) {
-		defer p.track(srv.Name(), ss)()
-		params := &mcp.CallToolParams{Meta: p.relayMeta(req.Params.Meta, ss), Name: tool, Arguments: creq.Arguments}
+		defer p.track(ctx, srv.Name(), ss)()
+		params := &mcp.CallToolParams{Meta: p.relayMeta(ctx, req.Params.Meta, ss), Name: tool, Arguments: creq.Arguments}
 		defer p.dropProgress(params.Meta)
 		return p.sendCall(ctx, srv, params)
 	})
@@ -412,34 +431,62 @@ func (p *passthrough) with(ctx context.Context, srv *upstream.Server, ss *mcp.Se
 	if err != nil {
 		return err
 	}
-	untrack := p.track(srv.Name(), ss)
+	untrack := p.track(ctx, srv.Name(), ss)
 	err = f(sess)
 	untrack()
 	done(err)
 	return err
 }
 
-// track records that ss has a request in flight on server until the
-// returned func is called.
-func (p *passthrough) track(server string, ss *mcp.ServerSession) func() {
+// track records that ss has a request (whose context is ctx) in flight on
+// server until the returned func is called.
+func (p *passthrough) track(ctx context.Context, server string, ss *mcp.ServerSession) func() {
 	if ss == nil {
 		return func() {}
 	}
 	p.mu.Lock()
 	m := p.inflight[server]
 	if m == nil {
-		m = map[*mcp.ServerSession]int{}
+		m = map[*mcp.ServerSession]*inflight{}
 		p.inflight[server] = m
 	}
-	m[ss]++
+	f := m[ss]
+	if f == nil {
+		f = &inflight{}
+		m[ss] = f
+	}
+	f.n++
+	f.ctx = ctx
 	p.mu.Unlock()
 	return func() {
 		p.mu.Lock()
-		if m[ss]--; m[ss] <= 0 {
+		if f.n--; f.n <= 0 {
 			delete(m, ss)
 		}
 		p.mu.Unlock()
 	}
+}
+
+// frontCtx is the context of an upstream's message handler (its deadline
+// and cancellation) carrying the values of the client request the message
+// belongs to, so that what is relayed to the client goes on that request's
+// stream.
+type frontCtx struct {
+	context.Context
+	front context.Context
+}
+
+func (c frontCtx) Value(key any) any { return c.front.Value(key) }
+
+// toClient is the context to relay a message from server to ss with: ctx
+// with the values of ss's request in flight on server, if it has one.
+func (p *passthrough) toClient(ctx context.Context, server string, ss *mcp.ServerSession) context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f := p.inflight[server][ss]; f != nil && f.ctx != nil {
+		return frontCtx{ctx, f.ctx}
+	}
+	return ctx
 }
 
 // caller returns the one client session with requests in flight on server:
@@ -476,8 +523,8 @@ var hopMeta = map[string]bool{
 
 // relayMeta copies a client's _meta for the upstream, without the
 // per-hop keys, replacing its progress token with one of ours that maps
-// back to the client's.
-func (p *passthrough) relayMeta(meta mcp.Meta, ss *mcp.ServerSession) mcp.Meta {
+// back to the client's request (whose context is ctx).
+func (p *passthrough) relayMeta(ctx context.Context, meta mcp.Meta, ss *mcp.ServerSession) mcp.Meta {
 	if len(meta) == 0 {
 		return nil
 	}
@@ -490,19 +537,82 @@ func (p *passthrough) relayMeta(meta mcp.Meta, ss *mcp.ServerSession) mcp.Meta {
 	if tok, ok := meta["progressToken"]; ok && ss != nil {
 		ours := "toolgate-" + strconv.FormatUint(p.seq.Add(1), 10)
 		p.mu.Lock()
-		p.progress[ours] = progressRoute{ss: ss, token: tok}
+		p.progress[ours] = &progressRoute{ss: ss, token: tok, ctx: ctx, changed: make(chan struct{}, 1)}
 		p.mu.Unlock()
 		out["progressToken"] = ours
 	}
 	return out
 }
 
+// progressDrain bounds how long a result waits for the progress
+// notifications the upstream sent before it to be relayed. They are
+// already read, so this only matters if the SDK never hands one over.
+const progressDrain = 2 * time.Second
+
+// dropProgress ends a request's progress route once every progress
+// notification the upstream sent before its result has been relayed: the
+// client gets them before the result, as the upstream sent them.
 func (p *passthrough) dropProgress(meta mcp.Meta) {
-	if tok, ok := meta["progressToken"].(string); ok {
-		p.mu.Lock()
-		delete(p.progress, tok)
-		p.mu.Unlock()
+	tok, ok := meta["progressToken"].(string)
+	if !ok {
+		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	route := p.progress[tok]
+	if route == nil {
+		return
+	}
+	var timeout <-chan time.Time
+	for route.relayed < route.seen {
+		if timeout == nil {
+			t := time.NewTimer(progressDrain)
+			defer t.Stop()
+			timeout = t.C
+		}
+		p.mu.Unlock()
+		select {
+		case <-route.changed:
+		case <-timeout:
+			p.g.log.Warn("passthrough: progress notifications read before a result were not relayed in time", "missing", route.seen-route.relayed)
+			p.mu.Lock()
+			delete(p.progress, tok)
+			return
+		}
+		p.mu.Lock()
+	}
+	delete(p.progress, tok)
+}
+
+// progressMethod is how the tap recognises a progress notification
+// without decoding every message.
+var progressMethod = []byte(`"notifications/progress"`)
+
+// onUpstreamMessage is the upstream tap (upstream.Options.OnMessage): it
+// counts, in wire order, the progress notifications for routes of ours, so
+// dropProgress knows what a result must wait for.
+func (p *passthrough) onUpstreamMessage(server string, msg []byte) {
+	if !bytes.Contains(msg, progressMethod) {
+		return
+	}
+	var n struct {
+		Method string `json:"method"`
+		Params struct {
+			Token any `json:"progressToken"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(msg, &n) != nil || n.Method != "notifications/progress" {
+		return
+	}
+	tok, ok := n.Params.Token.(string)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	if route := p.progress[tok]; route != nil {
+		route.seen++
+	}
+	p.mu.Unlock()
 }
 
 // upstreams returns the connected upstreams whose initialize result says
@@ -765,7 +875,7 @@ func (p *passthrough) readResource(ctx context.Context, req *mcp.ReadResourceReq
 	res, err := onResource(ctx, p, ss, uri, func(ctx context.Context, cs *mcp.ClientSession, orig string) (*mcp.ReadResourceResult, error) {
 		params := *req.Params
 		params.URI = orig
-		params.Meta = p.relayMeta(req.Params.Meta, ss)
+		params.Meta = p.relayMeta(ctx, req.Params.Meta, ss)
 		defer p.dropProgress(params.Meta)
 		return cs.ReadResource(ctx, &params)
 	})
@@ -851,7 +961,7 @@ func (p *passthrough) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) 
 	}
 	params := *req.Params
 	params.Name = name
-	params.Meta = p.relayMeta(req.Params.Meta, ss)
+	params.Meta = p.relayMeta(ctx, req.Params.Meta, ss)
 	defer p.dropProgress(params.Meta)
 	var res *mcp.GetPromptResult
 	err := p.with(ctx, srv, ss, func(cs *mcp.ClientSession) (err error) {
@@ -926,7 +1036,7 @@ func (p *passthrough) clientOptions(server string) mcp.ClientOptions {
 			if err != nil {
 				return nil, err
 			}
-			res, err := ss.CreateMessage(ctx, req.Params)
+			res, err := ss.CreateMessage(p.toClient(ctx, server, ss), req.Params)
 			return res, relayNil(err)
 		},
 		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -934,7 +1044,7 @@ func (p *passthrough) clientOptions(server string) mcp.ClientOptions {
 			if err != nil {
 				return nil, err
 			}
-			res, err := ss.Elicit(ctx, req.Params)
+			res, err := ss.Elicit(p.toClient(ctx, server, ss), req.Params)
 			return res, relayNil(err)
 		},
 		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) {
@@ -943,7 +1053,7 @@ func (p *passthrough) clientOptions(server string) mcp.ClientOptions {
 				params.Logger = server
 			}
 			for _, ss := range p.logTargets(server) {
-				if err := ss.Log(ctx, &params); err != nil {
+				if err := ss.Log(p.toClient(ctx, server, ss), &params); err != nil {
 					p.g.log.Debug("passthrough: log message not delivered", "server", server, "error", err)
 				}
 			}
@@ -958,8 +1068,15 @@ func (p *passthrough) clientOptions(server string) mcp.ClientOptions {
 			}
 			params := *req.Params
 			params.ProgressToken = route.token
-			if err := route.ss.NotifyProgress(ctx, &params); err != nil {
+			if err := route.ss.NotifyProgress(frontCtx{ctx, route.ctx}, &params); err != nil {
 				p.g.log.Debug("passthrough: progress not delivered", "server", server, "error", err)
+			}
+			p.mu.Lock()
+			route.relayed++
+			p.mu.Unlock()
+			select {
+			case route.changed <- struct{}{}:
+			default:
 			}
 		},
 		ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
@@ -1056,14 +1173,14 @@ func (p *passthrough) clientMiddleware(server string) []mcp.Middleware {
 				if err != nil {
 					return nil, err
 				}
-				res, err := ss.ListRoots(ctx, r.Params)
+				res, err := ss.ListRoots(p.toClient(ctx, server, ss), r.Params)
 				return res, relayNil(err)
 			case *mcp.ElicitRequest:
 				ss, err := p.caller(server, method)
 				if err != nil {
 					return nil, err
 				}
-				res, err := ss.Elicit(ctx, r.Params)
+				res, err := ss.Elicit(p.toClient(ctx, server, ss), r.Params)
 				return res, relayNil(err)
 			}
 			return next(ctx, method, req)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -218,8 +219,15 @@ func (s *Server) egressSetup(cmd *exec.Cmd) (*egress.Isolation, net.Listener, er
 }
 
 // transport is the MCP connection over the child's stdin and stdout.
-func (p *process) transport(maxLine int) mcp.Transport {
-	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxLine}
+func (p *process) transport(maxLine int, onMessage func([]byte)) mcp.Transport {
+	var r io.ReadCloser = p.stdout
+	if onMessage != nil {
+		r = struct {
+			io.Reader
+			io.Closer
+		}{&lineTap{r: p.stdout, onMessage: onMessage, max: maxLine}, p.stdout}
+	}
+	return &mcp.IOTransport{Reader: r, Writer: p.stdin, MaxLineLength: maxLine}
 }
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
