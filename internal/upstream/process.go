@@ -218,16 +218,21 @@ func (s *Server) egressSetup(cmd *exec.Cmd) (*egress.Isolation, net.Listener, er
 	return nil, l, nil
 }
 
-// transport is the MCP connection over the child's stdin and stdout.
-func (p *process) transport(maxLine int, onMessage func([]byte)) mcp.Transport {
-	var r io.ReadCloser = p.stdout
-	if onMessage != nil {
-		r = struct {
-			io.Reader
-			io.Closer
-		}{&lineTap{r: p.stdout, onMessage: onMessage, max: maxLine}, p.stdout}
-	}
-	return &mcp.IOTransport{Reader: r, Writer: p.stdin, MaxLineLength: maxLine}
+// transport is the MCP connection over the child's stdin and stdout, and
+// the raw leg beside it (see raw.go). onMessage (nil: none) is shown every
+// message the SDK is handed.
+func (p *process) transport(maxLine int, onMessage func([]byte)) (mcp.Transport, *rawLeg) {
+	leg := newRawLeg(p.stdin)
+	tap := &lineTap{r: p.stdout, onMessage: onMessage, claim: leg.claim, onEOF: leg.fail, max: maxLine}
+	r := struct {
+		io.Reader
+		io.Closer
+	}{tap, p.stdout}
+	w := struct {
+		io.Writer
+		io.Closer
+	}{leg.w, p.stdin}
+	return &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: maxLine}, leg
 }
 
 func (p *process) pid() int { return p.cmd.Process.Pid }

@@ -322,6 +322,7 @@ type Server struct {
 type conn struct {
 	sess     *mcp.ClientSession
 	proc     *process // nil for remote servers
+	raw      *rawLeg  // tools/call as bytes (stdio servers); nil otherwise
 	inflight int      // requests using it; guarded by Server.mu
 	// cancel ends the context of a legacy SSE stream; nil otherwise.
 	cancel context.CancelFunc
@@ -745,12 +746,13 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("start %q: %w", s.cfg.Command, err)
 		}
-		sess, err := client.Connect(ctx, p.transport(s.lineLimit(), s.onMessage()), s.m.sessionOptions())
+		t, raw := p.transport(s.lineLimit(), s.onMessage())
+		sess, err := client.Connect(ctx, t, s.m.sessionOptions())
 		if err != nil {
 			p.stop()
 			return nil, p.startError(fmt.Errorf("start %q: %w", s.cfg.Command, err))
 		}
-		return &conn{sess: sess, proc: p}, nil
+		return &conn{sess: sess, proc: p, raw: raw}, nil
 	}
 	hc, err := s.httpClient()
 	if err != nil {
