@@ -396,6 +396,13 @@ func filterRPCError(err error) *jsonrpc.Error {
 // requests can be routed back. A JSON-RPC error from the upstream is
 // relayed as it is.
 func (p *passthrough) sendCall(ctx context.Context, srv *upstream.Server, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	if res, err, ok := p.g.rawCall(ctx, srv, params.Name, params.Arguments, params.Meta); ok {
+		var rpc *jsonrpc.Error
+		if errors.As(err, &rpc) {
+			return nil, relayedError{rpc}
+		}
+		return res, err
+	}
 	sess, done, err := srv.Use(ctx)
 	if err != nil {
 		return nil, err

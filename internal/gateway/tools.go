@@ -486,6 +486,9 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 		}
 	}
 	res, err := g.callGated(ctx, req, func(ctx context.Context, srv *upstream.Server, tool string) (*mcp.CallToolResult, error) {
+		if res, err, ok := g.rawCall(ctx, srv, tool, req.Arguments, nil); ok {
+			return res, err
+		}
 		return srv.CallTool(ctx, tool, req.Arguments)
 	})
 	if err != nil {
