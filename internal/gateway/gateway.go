@@ -71,7 +71,7 @@ type Options struct {
 
 // Gateway is a running toolgate instance.
 type Gateway struct {
-	noRaw bool // Options.SDKCalls
+	noRaw    bool // Options.SDKCalls
 	cfg      *config.Config
 	log      *slog.Logger
 	stateDir string

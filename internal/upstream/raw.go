@@ -165,7 +165,7 @@ func (r *rawLeg) call(ctx context.Context, params []byte) (rawReply, error) {
 		note = append(note, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`...)
 		note = append(note, id...)
 		note = append(note, `,"reason":"`...)
-		note = append(note, "context cancelled"...)
+		note = append(note, ctx.Err().Error()...)
 		note = append(note, "\"}}\n"...)
 		_, _ = r.w.Write(note)
 		return rawReply{}, ctx.Err()
