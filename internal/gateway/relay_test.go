@@ -221,3 +221,51 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkStdioCall is one tool call through the gateway (in-memory
+// client, stdio upstream), per mode and upstream leg.
+func BenchmarkStdioCall(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{config.ModeMeta, config.ModePassthrough} {
+		for _, sdk := range []bool{true, false} {
+			leg := map[bool]string{true: "sdk", false: "raw"}[sdk]
+			b.Run(mode+"/"+leg, func(b *testing.B) {
+				srv := &config.Server{Name: "up", Command: exe, Transport: config.TransportStdio,
+					Env: map[string]string{envStdioUpstream: "1", "GORACE": "atexit_sleep_ms=0"}}
+				cfg := &config.Config{Exposure: config.Exposure{Mode: mode}, Servers: map[string]*config.Server{"up": srv},
+					Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
+				ctx := context.Background()
+				g, err := New(ctx, Options{Config: cfg, StateDir: b.TempDir(), SDKCalls: sdk})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer g.Close()
+				ct, st := mcp.NewInMemoryTransports()
+				if _, err := g.Connect(ctx, st); err != nil {
+					b.Fatal(err)
+				}
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, ct, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cs.Close()
+				p := &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"message": "hi"}}
+				if mode == config.ModeMeta {
+					if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echoes"}}); err != nil {
+						b.Fatal(err)
+					}
+					p = &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": "hi"}}}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+						b.Fatal(err, res)
+					}
+				}
+			})
+		}
+	}
+}
