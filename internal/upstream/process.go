@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/egress"
+	"github.com/toolgate/toolgate/internal/relay"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
 
@@ -223,7 +224,7 @@ func (s *Server) egressSetup(cmd *exec.Cmd) (*egress.Isolation, net.Listener, er
 // message the SDK is handed.
 func (p *process) transport(maxLine int, onMessage func([]byte)) (mcp.Transport, *rawLeg) {
 	leg := newRawLeg(p.stdin)
-	tap := &lineTap{r: p.stdout, onMessage: onMessage, claim: leg.claim, onEOF: leg.fail, max: maxLine}
+	tap := &relay.Lines{R: p.stdout, OnMessage: onMessage, Claim: leg.claim, OnEOF: leg.fail, Max: maxLine}
 	r := struct {
 		io.Reader
 		io.Closer

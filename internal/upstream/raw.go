@@ -39,7 +39,7 @@ type rawReply struct {
 }
 
 type rawLeg struct {
-	w   *lockedWriter
+	w   *relay.LockedWriter
 	seq atomic.Uint64
 
 	mu      sync.Mutex
@@ -48,20 +48,7 @@ type rawLeg struct {
 }
 
 func newRawLeg(w io.Writer) *rawLeg {
-	return &rawLeg{w: &lockedWriter{w: w}, pending: map[string]chan rawReply{}}
-}
-
-// lockedWriter makes the SDK's writes and the raw leg's whole messages
-// that never interleave.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return &rawLeg{w: &relay.LockedWriter{W: w}, pending: map[string]chan rawReply{}}
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
