@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -69,4 +72,120 @@ func (g *Gateway) rawCall(ctx context.Context, srv *upstream.Server, tool string
 		return nil, fmt.Errorf("calling %q: %w", "tools/call", err), true
 	}
 	return res, nil, true
+}
+
+// The stdio frontend's tools/call go through the relay (package relay): the
+// call is taken off the client's input before the SDK server reads it, and
+// served by the same handlers the SDK would call (call_tool, passthrough's
+// tools/call), through the same seal, without the SDK's decode, dispatch
+// and encode around them. Sessions on the 2026-07-28 revision, whose
+// requests carry per-request metadata the SDK checks, stay on the SDK's
+// path, as does everything else.
+
+// peelBefore is the first protocol revision the relay leaves to the SDK.
+const peelBefore = "2026-07-28"
+
+// ServeStdio serves one client over stdin/stdout until it disconnects or
+// ctx ends.
+func (g *Gateway) ServeStdio(ctx context.Context) error {
+	return g.serveIO(ctx, os.Stdin, os.Stdout)
+}
+
+// serveIO serves one client over newline-delimited JSON-RPC (stdio).
+func (g *Gateway) serveIO(ctx context.Context, r io.Reader, w io.Writer) error {
+	s := g.servers[scopeConnection]
+	out := &relay.LockedWriter{W: w}
+	var session atomic.Pointer[mcp.ServerSession]
+	fe := &relay.Frontend{
+		Ctx: ctx, Out: out,
+		Peel: func(name string) bool {
+			ss := session.Load()
+			if g.noRaw || ss == nil {
+				return false
+			}
+			ip := ss.InitializeParams()
+			return ip != nil && ip.ProtocolVersion < peelBefore && g.peels(name)
+		},
+		Serve: func(ctx context.Context, c relay.Call) relay.Answer {
+			return g.servePeeled(ctx, session.Load(), c)
+		},
+	}
+	t := &mcp.IOTransport{
+		Reader: io.NopCloser(&relay.Lines{R: r, Claim: fe.Claim}),
+		Writer: nopWriteCloser{out},
+	}
+	ss, err := s.Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	session.Store(ss)
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		ss.Close()
+		<-done
+		err = ctx.Err()
+	case err = <-done:
+	}
+	fe.Wait()
+	return err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// peels says whether a tools/call of name is one the relay serves: the
+// calls the gateway relays to an upstream (call_tool in meta and hybrid
+// mode, an upstream tool in passthrough mode or a pinned one in hybrid
+// mode), not an extension's own tools.
+func (g *Gateway) peels(name string) bool {
+	p := g.pt
+	switch {
+	case p == nil:
+		return name == "call_tool"
+	case p.hybrid:
+		return name == "call_tool" || p.pinnedName(name) && !p.extTools[name]
+	}
+	return !p.extTools[name]
+}
+
+// servePeeled answers a tools/call the relay took: the handler the SDK
+// server would have called, then the seal.
+func (g *Gateway) servePeeled(ctx context.Context, ss *mcp.ServerSession, c relay.Call) relay.Answer {
+	params := &mcp.CallToolParamsRaw{Name: c.Name, Arguments: c.Arguments}
+	if c.Meta != nil {
+		if err := json.Unmarshal(c.Meta, &params.Meta); err != nil {
+			return relay.Answer{Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid _meta: %v", err)}}
+		}
+	}
+	req := &mcp.CallToolRequest{Session: ss, Params: params}
+	var res mcp.Result
+	var err error
+	if g.pt != nil && (!g.pt.hybrid || c.Name != "call_tool") {
+		res, err = g.pt.callTool(ctx, scopeConnection, req)
+	} else {
+		var r *mcp.CallToolResult
+		r, err = g.handleCall(ctx, scopeConnection, req)
+		if r != nil && r.Content == nil {
+			r.Content = []mcp.Content{} // as the SDK server does for a tool's result
+		}
+		res = r
+	}
+	if g.redact != nil {
+		res, err = g.sealed("tools/call", res, err)
+	}
+	if err != nil {
+		var rpc *jsonrpc.Error
+		if !errors.As(err, &rpc) {
+			rpc = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		return relay.Answer{Error: rpc}
+	}
+	b, err := encodeJSON(res)
+	if err != nil {
+		return relay.Answer{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the result could not be encoded: %v", err)}}
+	}
+	return relay.Answer{Result: b}
 }

@@ -101,16 +101,21 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	ct, st := mcp.NewInMemoryTransports()
-	if _, err := g.Connect(ctx, st); err != nil {
-		t.Fatal(err)
-	}
+	// The client talks to the stdio frontend (over pipes), the revision
+	// real clients speak, so tools/call can take the relay.
+	cr, gw := io.Pipe()
+	gr, cw := io.Pipe()
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- g.serveIO(sctx, gr, gw) }()
+	t.Cleanup(func() { stop(); cw.Close(); <-served })
+	ct := &mcp.IOTransport{Reader: cr, Writer: cw}
 	var progress []string
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			progress = append(progress, fmt.Sprint(req.Params.ProgressToken, req.Params.Progress))
 		},
-	}).Connect(ctx, ct, nil)
+	}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +140,7 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		{"refuses", map[string]any{}},
 		{"leaks", map[string]any{}},
 		{"steps", map[string]any{}},
+		{"hidden_nonexistent", map[string]any{}},
 	}
 	if mode == config.ModeMeta {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echoes fails refuses leaks progress", "top_k": 10}})
@@ -152,6 +158,15 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 			p.SetProgressToken("client-token")
 		}
 		answer(cs.CallTool(ctx, p))
+	}
+	// Malformed calls: the relay must refuse them as the SDK path does.
+	if mode == config.ModeMeta {
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": 5}}))
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": "not an object"}}))
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "extra": true}}))
+	} else {
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: []any{1}}))
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: "text"}))
 	}
 	run.answers = append(run.answers, "progress: "+strings.Join(progress, ","))
 
@@ -192,8 +207,9 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 	return run
 }
 
-// Tool calls to a stdio server take the raw leg; the SDK client's leg must
-// give the same answers, audit records and metrics, in both modes.
+// Tool calls from a stdio client take the relay, and to a stdio server the
+// raw leg; the SDK's path on both legs must give the same answers, audit
+// records and metrics, in both modes.
 func TestRawLegMatchesSDKLeg(t *testing.T) {
 	for _, mode := range []string{config.ModeMeta, config.ModePassthrough} {
 		t.Run(mode, func(t *testing.T) {
