@@ -238,8 +238,10 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 	}
 }
 
-// BenchmarkStdioCall is one tool call through the gateway (in-memory
-// client, stdio upstream), per mode and upstream leg.
+// BenchmarkStdioCall is one tool call through the gateway (a client on
+// its stdio frontend, over pipes; a stdio upstream), per mode, on the
+// SDK's path or the relay's. The client's own allocations are counted
+// too.
 func BenchmarkStdioCall(b *testing.B) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -259,11 +261,12 @@ func BenchmarkStdioCall(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer g.Close()
-				ct, st := mcp.NewInMemoryTransports()
-				if _, err := g.Connect(ctx, st); err != nil {
-					b.Fatal(err)
-				}
-				cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, ct, nil)
+				cr, gw := io.Pipe()
+				gr, cw := io.Pipe()
+				sctx, stop := context.WithCancel(ctx)
+				defer stop()
+				go g.serveIO(sctx, gr, gw)
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 				if err != nil {
 					b.Fatal(err)
 				}
