@@ -96,8 +96,11 @@ func (g *Gateway) serveIO(ctx context.Context, r io.Reader, w io.Writer) error {
 	s := g.servers[scopeConnection]
 	out := &relay.LockedWriter{W: w}
 	var session atomic.Pointer[mcp.ServerSession]
+	// The calls the relay serves end with the session, as the SDK's do.
+	fctx, endCalls := context.WithCancel(ctx)
+	defer endCalls()
 	fe := &relay.Frontend{
-		Ctx: ctx, Out: out,
+		Ctx: fctx, Out: out,
 		Peel: func(name string) bool {
 			ss := session.Load()
 			if g.noRaw || ss == nil {
@@ -111,7 +114,7 @@ func (g *Gateway) serveIO(ctx context.Context, r io.Reader, w io.Writer) error {
 		},
 	}
 	t := &mcp.IOTransport{
-		Reader: io.NopCloser(&relay.Lines{R: r, Claim: fe.Claim}),
+		Reader: io.NopCloser(&relay.Lines{R: r, Claim: fe.Claim, Max: mcp.DefaultMaxLineLength}),
 		Writer: nopWriteCloser{out},
 	}
 	ss, err := s.Connect(ctx, t, nil)
@@ -128,6 +131,7 @@ func (g *Gateway) serveIO(ctx context.Context, r io.Reader, w io.Writer) error {
 		err = ctx.Err()
 	case err = <-done:
 	}
+	endCalls()
 	fe.Wait()
 	return err
 }
