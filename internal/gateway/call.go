@@ -37,9 +37,10 @@ type callOpts struct {
 	relayRPC bool
 	// around wraps the upstream call (passthrough tracks the client
 	// session it serves, to route server-to-client requests).
-	around func(srv *upstream.Server) func()
-	// send, when set, calls the upstream instead of srv.Call: a relay that
-	// forwards bytes returns the upstream's result as it came
+	around func(ctx context.Context, srv *upstream.Server) func()
+	// send, when set, calls the upstream instead of rawSend (relay.go,
+	// the raw leg to stdio servers and srv.Call to the others): a relay
+	// that forwards bytes returns the upstream's result as it came
 	// (extension.RawCallResult). It must honour the server's call timeout
 	// and report an upstream's JSON-RPC error as a *jsonrpc.Error.
 	send func(ctx context.Context, srv *upstream.Server, params *mcp.CallToolParams) (*extension.CallResult, error)
@@ -110,18 +111,17 @@ func (g *Gateway) upstreamStage(ctx context.Context, req *extension.CallRequest)
 		return nil, &noConnection{err}
 	}
 	if st.opts != nil && st.opts.around != nil {
-		defer st.opts.around(srv)()
+		defer st.opts.around(ctx, srv)()
 	}
 	start := time.Now()
-	var out *extension.CallResult
-	var res *mcp.CallToolResult
+	send := g.rawSend
 	if st.opts != nil && st.opts.send != nil {
-		out, err = st.opts.send(ctx, srv, params)
-		if err == nil {
-			res, err = out.Result()
-		}
-	} else if res, err = srv.Call(ctx, params); err == nil {
-		out = extension.NewCallResult(res)
+		send = st.opts.send
+	}
+	var res *mcp.CallToolResult
+	out, err := send(ctx, srv, params)
+	if err == nil {
+		res, err = out.Result()
 	}
 	k, v := g.argsField(req)
 	fields := map[string]any{k: v, "duration_ms": float64(time.Since(start).Microseconds()) / 1000}
@@ -279,9 +279,12 @@ type ToolCall struct {
 	// Meta is the client's _meta (passthrough relays it, progress token
 	// rewritten).
 	Meta mcp.Meta
-	// Send, when set, calls the upstream instead of the SDK client (see
-	// callOpts.send).
+	// Send, when set, calls the upstream instead of the gateway's own leg
+	// (see callOpts.send).
 	Send func(ctx context.Context, srv *upstream.Server, params *mcp.CallToolParams) (*extension.CallResult, error)
+	// CallTool says Name is call_tool's tool_name, not a tools/call's name:
+	// in hybrid mode the discovery gate then judges it even if pinned.
+	CallTool bool
 }
 
 // RunToolCall runs c through the one call path of the gateway's mode: the
@@ -300,7 +303,7 @@ func (g *Gateway) RunToolCall(ctx context.Context, c ToolCall) (*extension.CallR
 	if sc == scopeConnection && c.Session != nil {
 		key = g.sessionKey(c.Session)
 	}
-	if g.pt != nil && (!g.pt.hybrid || g.pt.pinnedName(c.Name)) {
+	if g.pt != nil && !c.CallTool && (!g.pt.hybrid || g.pt.pinnedName(c.Name)) {
 		return g.pt.run(ctx, c.Session, key, c.Name, c.Arguments, c.Meta, c.Send)
 	}
 	if err := checkObject(c.Arguments); err != nil {

@@ -67,10 +67,14 @@ type Options struct {
 	// server comes up (see WaitStarted and Starting). Without it, New
 	// returns once every server has been tried (one-off commands).
 	StartInBackground bool
+	// SDKCalls sends every tool call through the SDK client, also to
+	// servers with a raw leg (stdio): the tests that compare the two legs.
+	SDKCalls bool
 }
 
 // Gateway is a running toolgate instance.
 type Gateway struct {
+	noRaw    bool // Options.SDKCalls
 	cfg      *config.Config
 	log      *slog.Logger
 	stateDir string
@@ -139,7 +143,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
-		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics()}
+		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics(), noRaw: opts.SDKCalls}
 	if g.gate == nil {
 		g.gate = gate.NewMemory()
 	}
@@ -200,6 +204,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		g.pt = newPassthrough(g, opts.Config)
 		uopts.ClientOptions = g.pt.ClientOptions
 		uopts.ClientMiddleware = g.pt.ClientMiddleware
+		uopts.OnMessage = g.pt.OnUpstreamMessage
 	}
 	g.ups = upstream.NewManager(uopts)
 	g.metrics.serverLabel = g.metricServer

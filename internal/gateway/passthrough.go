@@ -319,12 +319,12 @@ func (p *ptMode) run(ctx context.Context, ss *mcp.ServerSession, key, name strin
 	opts := &callOpts{
 		relayRPC: true,
 		send:     send,
-		meta: func(context.Context) mcp.Meta {
-			meta = p.RelayMeta(clientMeta, ss)
+		meta: func(ctx context.Context) mcp.Meta {
+			meta = p.RelayMeta(ctx, clientMeta, ss)
 			return meta
 		},
-		around: func(srv *upstream.Server) func() {
-			untrack := p.Track(srv.Name(), ss)
+		around: func(ctx context.Context, srv *upstream.Server) func() {
+			untrack := p.Track(ctx, srv.Name(), ss)
 			return func() { untrack(); p.DropProgress(meta) }
 		},
 	}

@@ -27,24 +27,7 @@ func (g *Gateway) seal(s *mcp.Server) {
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			res, err := next(ctx, method, req)
-			if err != nil {
-				return nil, g.redactError(err)
-			}
-			if res == nil {
-				return nil, nil
-			}
-			out, _, rerr := g.redact.Encoded(res)
-			if rerr != nil {
-				g.log.Error("redaction failed; the result was withheld", "method", method, "error", rerr)
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the result could not be checked for secrets, so it was withheld"}
-			}
-			// The encoding drops what a result holds for Go code only.
-			if in, ok := res.(*mcp.CallToolResult); ok && in.GetError() != nil {
-				if o, ok := out.(*mcp.CallToolResult); ok && o != in {
-					o.SetError(in.GetError())
-				}
-			}
-			return out.(mcp.Result), nil
+			return g.sealed(method, res, err)
 		}
 	})
 	s.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
@@ -57,6 +40,30 @@ func (g *Gateway) seal(s *mcp.Server) {
 			return next(ctx, method, masked)
 		}
 	})
+}
+
+// sealed is a handler's answer as the seal lets it out: secrets masked in
+// the result or the error. The relay's tools/call (relay.go) answers
+// through it too.
+func (g *Gateway) sealed(method string, res mcp.Result, err error) (mcp.Result, error) {
+	if err != nil {
+		return nil, g.redactError(err)
+	}
+	if res == nil {
+		return nil, nil
+	}
+	out, _, rerr := g.redact.Encoded(res)
+	if rerr != nil {
+		g.log.Error("redaction failed; the result was withheld", "method", method, "error", rerr)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the result could not be checked for secrets, so it was withheld"}
+	}
+	// The encoding drops what a result holds for Go code only.
+	if in, ok := res.(*mcp.CallToolResult); ok && in.GetError() != nil {
+		if o, ok := out.(*mcp.CallToolResult); ok && o != in {
+			o.SetError(in.GetError())
+		}
+	}
+	return out.(mcp.Result), nil
 }
 
 // redactRequest returns req with its params masked: the same request when

@@ -39,12 +39,6 @@ type httpTimeouts struct {
 
 var defaultHTTPTimeouts = httpTimeouts{header: readHeaderTimeout, body: bodyReadTimeout, idle: idleTimeout, smallWrite: smallWriteTimeout}
 
-// ServeStdio serves one client over stdin/stdout until it disconnects or
-// ctx ends.
-func (g *Gateway) ServeStdio(ctx context.Context) error {
-	return g.servers[scopeConnection].Run(ctx, &mcp.StdioTransport{})
-}
-
 // Connect serves one client over an arbitrary transport (tests, embedding).
 func (g *Gateway) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, error) {
 	return g.servers[scopeConnection].Connect(ctx, t, nil)

@@ -18,7 +18,7 @@ func (p *Relay) ClientOptions(server string) mcp.ClientOptions {
 			if err != nil {
 				return nil, err
 			}
-			res, err := ss.CreateMessage(ctx, req.Params)
+			res, err := ss.CreateMessage(p.toClient(ctx, server, ss), req.Params)
 			return res, relayNil(err)
 		},
 		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -26,7 +26,7 @@ func (p *Relay) ClientOptions(server string) mcp.ClientOptions {
 			if err != nil {
 				return nil, err
 			}
-			res, err := ss.Elicit(ctx, req.Params)
+			res, err := ss.Elicit(p.toClient(ctx, server, ss), req.Params)
 			return res, relayNil(err)
 		},
 		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) {
@@ -35,7 +35,7 @@ func (p *Relay) ClientOptions(server string) mcp.ClientOptions {
 				params.Logger = server
 			}
 			for _, ss := range p.logTargets(server) {
-				if err := ss.Log(ctx, &params); err != nil {
+				if err := ss.Log(p.toClient(ctx, server, ss), &params); err != nil {
 					p.log.Debug("passthrough: log message not delivered", "server", server, "error", err)
 				}
 			}
@@ -50,8 +50,15 @@ func (p *Relay) ClientOptions(server string) mcp.ClientOptions {
 			}
 			params := *req.Params
 			params.ProgressToken = route.token
-			if err := route.ss.NotifyProgress(ctx, &params); err != nil {
+			if err := route.ss.NotifyProgress(frontCtx{ctx, route.ctx}, &params); err != nil {
 				p.log.Debug("passthrough: progress not delivered", "server", server, "error", err)
+			}
+			p.mu.Lock()
+			route.relayed++
+			p.mu.Unlock()
+			select {
+			case route.changed <- struct{}{}:
+			default:
 			}
 		},
 		ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
@@ -104,14 +111,14 @@ func (p *Relay) ClientMiddleware(server string) []mcp.Middleware {
 				if err != nil {
 					return nil, err
 				}
-				res, err := ss.ListRoots(ctx, r.Params)
+				res, err := ss.ListRoots(p.toClient(ctx, server, ss), r.Params)
 				return res, relayNil(err)
 			case *mcp.ElicitRequest:
 				ss, err := p.caller(server, method)
 				if err != nil {
 					return nil, err
 				}
-				res, err := ss.Elicit(ctx, r.Params)
+				res, err := ss.Elicit(p.toClient(ctx, server, ss), r.Params)
 				return res, relayNil(err)
 			}
 			return next(ctx, method, req)

@@ -37,7 +37,7 @@ func (p *Relay) Complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Co
 	// The client's per-hop _meta (its protocol version, ...) is not the
 	// upstream's business: an upstream session on an older revision
 	// refuses a request that carries it.
-	params.Meta = p.RelayMeta(req.Params.Meta, ss)
+	params.Meta = p.RelayMeta(ctx, req.Params.Meta, ss)
 	defer p.DropProgress(params.Meta)
 	var res *mcp.CompleteResult
 	err := p.with(ctx, srv, ss, func(cs *mcp.ClientSession) (err error) {

@@ -45,7 +45,7 @@ func (p *Relay) GetPrompt(ctx context.Context, req *mcp.GetPromptRequest) (mcp.R
 	}
 	params := *req.Params
 	params.Name = name
-	params.Meta = p.RelayMeta(req.Params.Meta, ss)
+	params.Meta = p.RelayMeta(ctx, req.Params.Meta, ss)
 	defer p.DropProgress(params.Meta)
 	var res *mcp.GetPromptResult
 	err := p.with(ctx, srv, ss, func(cs *mcp.ClientSession) (err error) {

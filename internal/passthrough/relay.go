@@ -12,7 +12,9 @@ package passthrough
 //lint:file-ignore SA1019 passthrough relays MCP's logging, sampling and roots features while clients and upstreams still use them; SEP-2577 deprecates them with a long window.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,10 +61,10 @@ type Relay struct {
 	seq atomic.Uint64
 
 	mu       sync.Mutex
-	inflight map[string]map[*mcp.ServerSession]int // upstream → client sessions with requests in flight
-	progress map[string]progressRoute              // our progress token → client's
-	owners   map[string]string                     // exposed resource URI → upstream, from the last list
-	prefixes map[string]string                     // literal prefix of a resource template → upstream
+	inflight map[string]map[*mcp.ServerSession]*inflight // upstream → client sessions with requests in flight
+	progress map[string]*progressRoute                   // our progress token → client's
+	owners   map[string]string                           // exposed resource URI → upstream, from the last list
+	prefixes map[string]string                           // literal prefix of a resource template → upstream
 	subs     map[string]map[*mcp.ServerSession]bool
 }
 
@@ -71,7 +73,7 @@ type Relay struct {
 func New(host Host, log, sdkLog *slog.Logger, bare string) *Relay {
 	return &Relay{
 		host: host, log: log, sdkLog: sdkLog, bare: bare,
-		inflight: map[string]map[*mcp.ServerSession]int{}, progress: map[string]progressRoute{},
+		inflight: map[string]map[*mcp.ServerSession]*inflight{}, progress: map[string]*progressRoute{},
 		owners: map[string]string{}, prefixes: map[string]string{}, subs: map[string]map[*mcp.ServerSession]bool{},
 	}
 }
@@ -92,9 +94,26 @@ const (
 // listTimeout bounds the fan-out of a list request to one upstream.
 const listTimeout = 30 * time.Second
 
+// progressRoute sends an upstream's progress for one relayed request to
+// the client that asked for it.
 type progressRoute struct {
 	ss    *mcp.ServerSession
 	token any
+	// ctx is the client request's: on streamable HTTP, a notification
+	// about a request goes on that request's own stream (the standalone
+	// stream may not be open yet, and the message would be lost).
+	ctx context.Context
+	// seen counts the notifications the tap saw on the wire (before the
+	// result), relayed those the SDK's handler has relayed since; the
+	// result waits until relayed catches up (guarded by Relay.mu).
+	seen, relayed int
+	changed       chan struct{} // a relay happened
+}
+
+// inflight is one client session's requests in flight on an upstream.
+type inflight struct {
+	n   int
+	ctx context.Context // the latest request's, for what the upstream sends back during it
 }
 
 // Expose maps an upstream name (tool or prompt) to the name clients see.
@@ -124,34 +143,62 @@ func (p *Relay) with(ctx context.Context, srv *upstream.Server, ss *mcp.ServerSe
 	if err != nil {
 		return err
 	}
-	untrack := p.Track(srv.Name(), ss)
+	untrack := p.Track(ctx, srv.Name(), ss)
 	err = f(sess)
 	untrack()
 	done(err)
 	return err
 }
 
-// Track records that ss has a request in flight on server until the
-// returned func is called.
-func (p *Relay) Track(server string, ss *mcp.ServerSession) func() {
+// Track records that ss has a request (whose context is ctx) in flight on
+// server until the returned func is called.
+func (p *Relay) Track(ctx context.Context, server string, ss *mcp.ServerSession) func() {
 	if ss == nil {
 		return func() {}
 	}
 	p.mu.Lock()
 	m := p.inflight[server]
 	if m == nil {
-		m = map[*mcp.ServerSession]int{}
+		m = map[*mcp.ServerSession]*inflight{}
 		p.inflight[server] = m
 	}
-	m[ss]++
+	f := m[ss]
+	if f == nil {
+		f = &inflight{}
+		m[ss] = f
+	}
+	f.n++
+	f.ctx = ctx
 	p.mu.Unlock()
 	return func() {
 		p.mu.Lock()
-		if m[ss]--; m[ss] <= 0 {
+		if f.n--; f.n <= 0 {
 			delete(m, ss)
 		}
 		p.mu.Unlock()
 	}
+}
+
+// frontCtx is the context of an upstream's message handler (its deadline
+// and cancellation) carrying the values of the client request the message
+// belongs to, so that what is relayed to the client goes on that request's
+// stream.
+type frontCtx struct {
+	context.Context
+	front context.Context
+}
+
+func (c frontCtx) Value(key any) any { return c.front.Value(key) }
+
+// toClient is the context to relay a message from server to ss with: ctx
+// with the values of ss's request in flight on server, if it has one.
+func (p *Relay) toClient(ctx context.Context, server string, ss *mcp.ServerSession) context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f := p.inflight[server][ss]; f != nil && f.ctx != nil {
+		return frontCtx{ctx, f.ctx}
+	}
+	return ctx
 }
 
 // caller returns the one client session with requests in flight on server:
@@ -188,8 +235,8 @@ var hopMeta = map[string]bool{
 
 // RelayMeta copies a client's _meta for the upstream, without the
 // per-hop keys, replacing its progress token with one of ours that maps
-// back to the client's.
-func (p *Relay) RelayMeta(meta mcp.Meta, ss *mcp.ServerSession) mcp.Meta {
+// back to the client's request (whose context is ctx).
+func (p *Relay) RelayMeta(ctx context.Context, meta mcp.Meta, ss *mcp.ServerSession) mcp.Meta {
 	if len(meta) == 0 {
 		return nil
 	}
@@ -202,19 +249,82 @@ func (p *Relay) RelayMeta(meta mcp.Meta, ss *mcp.ServerSession) mcp.Meta {
 	if tok, ok := meta["progressToken"]; ok && ss != nil {
 		ours := "toolgate-" + strconv.FormatUint(p.seq.Add(1), 10)
 		p.mu.Lock()
-		p.progress[ours] = progressRoute{ss: ss, token: tok}
+		p.progress[ours] = &progressRoute{ss: ss, token: tok, ctx: ctx, changed: make(chan struct{}, 1)}
 		p.mu.Unlock()
 		out["progressToken"] = ours
 	}
 	return out
 }
 
+// progressDrain bounds how long a result waits for the progress
+// notifications the upstream sent before it to be relayed. They are
+// already read, so this only matters if the SDK never hands one over.
+const progressDrain = 2 * time.Second
+
+// DropProgress ends a request's progress route once every progress
+// notification the upstream sent before its result has been relayed: the
+// client gets them before the result, as the upstream sent them.
 func (p *Relay) DropProgress(meta mcp.Meta) {
-	if tok, ok := meta["progressToken"].(string); ok {
-		p.mu.Lock()
-		delete(p.progress, tok)
-		p.mu.Unlock()
+	tok, ok := meta["progressToken"].(string)
+	if !ok {
+		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	route := p.progress[tok]
+	if route == nil {
+		return
+	}
+	var timeout <-chan time.Time
+	for route.relayed < route.seen {
+		if timeout == nil {
+			t := time.NewTimer(progressDrain)
+			defer t.Stop()
+			timeout = t.C
+		}
+		p.mu.Unlock()
+		select {
+		case <-route.changed:
+		case <-timeout:
+			p.log.Warn("passthrough: progress notifications read before a result were not relayed in time", "missing", route.seen-route.relayed)
+			p.mu.Lock()
+			delete(p.progress, tok)
+			return
+		}
+		p.mu.Lock()
+	}
+	delete(p.progress, tok)
+}
+
+// progressMethod is how the tap recognises a progress notification
+// without decoding every message.
+var progressMethod = []byte(`"notifications/progress"`)
+
+// OnUpstreamMessage is the upstream tap (upstream.Options.OnMessage): it
+// counts, in wire order, the progress notifications for routes of ours, so
+// DropProgress knows what a result must wait for.
+func (p *Relay) OnUpstreamMessage(server string, msg []byte) {
+	if !bytes.Contains(msg, progressMethod) {
+		return
+	}
+	var n struct {
+		Method string `json:"method"`
+		Params struct {
+			Token any `json:"progressToken"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(msg, &n) != nil || n.Method != "notifications/progress" {
+		return
+	}
+	tok, ok := n.Params.Token.(string)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	if route := p.progress[tok]; route != nil {
+		route.seen++
+	}
+	p.mu.Unlock()
 }
 
 // upstreams returns the connected upstreams whose initialize result says

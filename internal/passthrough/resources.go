@@ -179,7 +179,7 @@ func (p *Relay) ReadResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 	res, err := onResource(ctx, p, ss, uri, func(ctx context.Context, cs *mcp.ClientSession, orig string) (*mcp.ReadResourceResult, error) {
 		params := *req.Params
 		params.URI = orig
-		params.Meta = p.RelayMeta(req.Params.Meta, ss)
+		params.Meta = p.RelayMeta(ctx, req.Params.Meta, ss)
 		defer p.DropProgress(params.Meta)
 		return cs.ReadResource(ctx, &params)
 	})

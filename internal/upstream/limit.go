@@ -87,10 +87,10 @@ func validID(raw json.RawMessage) bool {
 
 // limitResponse applies the response limit to resp, the answer to r.
 func (t *headerTransport) limitResponse(r *http.Request, id json.RawMessage, resp *http.Response) (*http.Response, error) {
-	if t.limit <= 0 {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if t.limit <= 0 && (t.onMessage == nil || mt != "text/event-stream") {
 		return resp, nil
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		resp.Body = &eventLimiter{src: resp.Body, br: bufio.NewReaderSize(resp.Body, 32<<10), t: t, callID: id, atLineStart: true}
 		resp.ContentLength = -1
@@ -189,7 +189,7 @@ func (l *eventLimiter) step() {
 		if blank {
 			l.endOversized()
 		}
-	case int64(len(l.ev)+len(frag)) > l.t.limit:
+	case l.t.limit > 0 && int64(len(l.ev)+len(frag)) > l.t.limit:
 		l.over = true
 		l.head = append([]byte(nil), l.ev[:min(len(l.ev), idHeadBytes)]...)
 		if len(l.head) < idHeadBytes {
@@ -213,6 +213,7 @@ func (l *eventLimiter) step() {
 		l.ev = append(l.ev, frag...)
 		if blank {
 			l.out, l.ev = l.ev, nil
+			l.tap()
 		}
 	}
 	if err == bufio.ErrBufferFull {
@@ -221,8 +222,18 @@ func (l *eventLimiter) step() {
 	if err != nil {
 		if !l.over && len(l.ev) > 0 {
 			l.out, l.ev = l.ev, nil
+			l.tap()
 		}
 		l.err = err
+	}
+}
+
+// tap shows the event about to be handed to the SDK to the gateway.
+func (l *eventLimiter) tap() {
+	if l.t.onMessage != nil {
+		if d := sseData(l.out); len(d) > 0 {
+			l.t.onMessage(d)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -20,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/egress"
+	"github.com/toolgate/toolgate/internal/relay"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
 
@@ -217,9 +219,21 @@ func (s *Server) egressSetup(cmd *exec.Cmd) (*egress.Isolation, net.Listener, er
 	return nil, l, nil
 }
 
-// transport is the MCP connection over the child's stdin and stdout.
-func (p *process) transport(maxLine int) mcp.Transport {
-	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: maxLine}
+// transport is the MCP connection over the child's stdin and stdout, and
+// the raw leg beside it (see raw.go). onMessage (nil: none) is shown every
+// message the SDK is handed.
+func (p *process) transport(maxLine int, onMessage func([]byte)) (mcp.Transport, *rawLeg) {
+	leg := newRawLeg(p.stdin)
+	tap := &relay.Lines{R: p.stdout, OnMessage: onMessage, Claim: leg.claim, OnEOF: leg.fail, Max: maxLine}
+	r := struct {
+		io.Reader
+		io.Closer
+	}{tap, p.stdout}
+	w := struct {
+		io.Writer
+		io.Closer
+	}{leg.w, p.stdin}
+	return &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: maxLine}, leg
 }
 
 func (p *process) pid() int { return p.cmd.Process.Pid }

@@ -38,7 +38,7 @@ func (s *Server) httpClient() (*http.Client, error) {
 		rt = ht
 	}
 	c := *base
-	t := &headerTransport{base: rt, headers: s.cfg.Headers, scheme: origin.Scheme, host: origin.Host, log: s.log, server: s.cfg.Name, limit: s.maxResponse, probe: &s.probe}
+	t := &headerTransport{base: rt, headers: s.cfg.Headers, scheme: origin.Scheme, host: origin.Host, log: s.log, server: s.cfg.Name, limit: s.maxResponse, probe: &s.probe, onMessage: s.onMessage()}
 	if f := s.m.opts.Token; f != nil {
 		cfg := s.cfg
 		t.token = func() (string, bool, error) { return f(cfg) }
@@ -76,6 +76,9 @@ type headerTransport struct {
 	server       string
 	limit        int64 // bytes in one response body or SSE event
 	probe        *probe
+	// onMessage is shown each complete SSE event's data (see
+	// Options.OnMessage); nil: no tap.
+	onMessage func([]byte)
 }
 
 func (t *headerTransport) sameOrigin(u *url.URL) bool {

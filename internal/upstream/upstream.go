@@ -119,6 +119,13 @@ type Options struct {
 	// policy made or tried through its proxy (see package egress). It is
 	// called from the proxy's goroutines.
 	OnEgress func(egress.Event)
+	// OnMessage, if set, is shown every message a stdio or remote server
+	// sends (the JSON-RPC bytes, valid only during the call), on the
+	// goroutine reading the connection and in the order sent, before the
+	// SDK client reads it: so before the result of a call that follows
+	// it. It must be quick and must not keep the slice. Servers reached
+	// through Transport are not shown.
+	OnMessage func(server string, msg []byte)
 	// ProbeNamespaces reports whether enforce mode can run (default
 	// egress.Probe); tests use it to stand for a kernel that refuses.
 	ProbeNamespaces func() error
@@ -323,6 +330,7 @@ type Server struct {
 type conn struct {
 	sess     *mcp.ClientSession
 	proc     *process // nil for remote servers
+	raw      *rawLeg  // tools/call as bytes (stdio servers); nil otherwise
 	inflight int      // requests using it; guarded by Server.mu
 	// cancel ends the context of a legacy SSE stream; nil otherwise.
 	cancel context.CancelFunc
@@ -746,12 +754,13 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("start %q: %w", s.cfg.Command, err)
 		}
-		sess, err := client.Connect(ctx, p.transport(s.lineLimit()), s.m.sessionOptions())
+		t, raw := p.transport(s.lineLimit(), s.onMessage())
+		sess, err := client.Connect(ctx, t, s.m.sessionOptions())
 		if err != nil {
 			p.stop()
 			return nil, p.startError(fmt.Errorf("start %q: %w", s.cfg.Command, err))
 		}
-		return &conn{sess: sess, proc: p}, nil
+		return &conn{sess: sess, proc: p, raw: raw}, nil
 	}
 	hc, err := s.httpClient()
 	if err != nil {
@@ -805,6 +814,16 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 	}
 	s.log.Info("streamable HTTP failed; connected over legacy SSE", "streamable_error", err)
 	return connected(sess)
+}
+
+// onMessage is the tap of this server's messages, or nil.
+func (s *Server) onMessage() func([]byte) {
+	f := s.m.opts.OnMessage
+	if f == nil {
+		return nil
+	}
+	name := s.cfg.Name
+	return func(msg []byte) { f(name, msg) }
 }
 
 // streamContext connects its transport with a context of its own instead of

@@ -1,0 +1,290 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/secrets"
+)
+
+// The test binary doubles as a stdio upstream, whose calls take the raw
+// leg (see internal/upstream/raw.go).
+const envStdioUpstream = "TOOLGATE_GATEWAY_TEST_STDIO_UPSTREAM"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envStdioUpstream) == "1" {
+		if err := stdioUpstream().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// relaySecret is a token the upstream leaks in a result; the gateway's
+// redactor knows it.
+const relaySecret = `sk-relay"<&>\secret`
+
+func stdioUpstream() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "stdio-up", Version: "1"}, nil)
+	obj := map[string]any{"type": "object"}
+	text := func(t string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: t}}}
+	}
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echoes its arguments", InputSchema: obj}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text("args: " + string(req.Params.Arguments)), nil
+	})
+	s.AddTool(&mcp.Tool{Name: "fails", Description: "Fails as a tool", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res := text("it failed")
+		res.IsError = true
+		return res, nil
+	})
+	s.AddTool(&mcp.Tool{Name: "refuses", Description: "Answers with a JSON-RPC error", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: -32042, Message: "refused upstream", Data: json.RawMessage(`{"why":"test"}`)}
+	})
+	s.AddTool(&mcp.Tool{Name: "leaks", Description: "Leaks a secret", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res := text("the token is " + relaySecret)
+		res.StructuredContent = map[string]any{"token": relaySecret, "nested": []any{relaySecret}}
+		return res, nil
+	})
+	s.AddTool(&mcp.Tool{Name: "steps", Description: "Reports progress", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		for i := 1; i <= progressSteps; i++ {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: progressSteps}); err != nil {
+				return nil, err
+			}
+		}
+		return text("done"), nil
+	})
+	return s
+}
+
+// legRun is what one gateway answered, recorded and counted for the same
+// calls.
+type legRun struct {
+	answers []string
+	audit   []string
+	metrics []string
+}
+
+// runLeg drives a gateway (mode, and whether calls take the SDK client or
+// the raw leg) through the same calls.
+func runLeg(t *testing.T, mode string, sdk bool) legRun {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &config.Server{Name: "up", Command: exe, Transport: config.TransportStdio,
+		Env: map[string]string{envStdioUpstream: "1", "GORACE": "atexit_sleep_ms=0"}}
+	cfg := &config.Config{
+		Exposure: config.Exposure{Mode: mode},
+		Servers:  map[string]*config.Server{"up": srv},
+		Filters:  config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold},
+	}
+	ctx := context.Background()
+	g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir(), SDKCalls: sdk, Redactor: secrets.NewRedactor(relaySecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	// The client talks to the stdio frontend (over pipes), the revision
+	// real clients speak, so tools/call can take the relay.
+	cr, gw := io.Pipe()
+	gr, cw := io.Pipe()
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- g.serveIO(sctx, gr, gw) }()
+	t.Cleanup(func() { stop(); cw.Close(); <-served })
+	ct := &mcp.IOTransport{Reader: cr, Writer: cw}
+	var progress []string
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			progress = append(progress, fmt.Sprint(req.Params.ProgressToken, req.Params.Progress))
+		},
+	}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	var run legRun
+	answer := func(res *mcp.CallToolResult, err error) {
+		if err != nil {
+			run.answers = append(run.answers, "error: "+err.Error())
+			return
+		}
+		b, _ := json.Marshal(res)
+		run.answers = append(run.answers, string(b))
+	}
+	calls := []struct {
+		tool string
+		args map[string]any
+	}{
+		{"echo", map[string]any{"message": "hi", "n": 1.5, "nested": map[string]any{"b": []any{true, nil}, "a": "x<y>&z"}}},
+		{"echo", nil},
+		{"fails", map[string]any{}},
+		{"refuses", map[string]any{}},
+		{"leaks", map[string]any{}},
+		{"steps", map[string]any{}},
+		{"hidden_nonexistent", map[string]any{}},
+	}
+	if mode == config.ModeMeta {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echoes fails refuses leaks progress", "top_k": 10}})
+		if err != nil || res.IsError {
+			t.Fatalf("search: %v %+v", err, res)
+		}
+	}
+	for _, c := range calls {
+		if mode == config.ModeMeta {
+			answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__" + c.tool, "arguments": c.args}}))
+			continue
+		}
+		p := &mcp.CallToolParams{Name: "up__" + c.tool, Arguments: c.args}
+		if c.tool == "steps" {
+			p.SetProgressToken("client-token")
+		}
+		answer(cs.CallTool(ctx, p))
+	}
+	// Malformed calls: the relay must refuse them as the SDK path does.
+	if mode == config.ModeMeta {
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": 5}}))
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": "not an object"}}))
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "extra": true}}))
+	} else {
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: []any{1}}))
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: "text"}))
+	}
+	run.answers = append(run.answers, "progress: "+strings.Join(progress, ","))
+
+	f, err := os.Open(g.AuditPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		// What differs from run to run by nature: time, the chain, the
+		// random session key, how long a call took.
+		delete(rec, "time")
+		delete(rec, "prev")
+		delete(rec, "hash")
+		delete(rec, "session")
+		if fields, ok := rec["fields"].(map[string]any); ok {
+			delete(fields, "duration_ms")
+		}
+		b, _ := json.Marshal(rec)
+		run.audit = append(run.audit, string(b))
+	}
+
+	rec := httptest.NewRecorder()
+	g.metrics.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	timing := regexp.MustCompile(`_duration_seconds_(bucket|sum)`)
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "toolgate_") && !timing.MatchString(l) {
+			run.metrics = append(run.metrics, l)
+		}
+	}
+	return run
+}
+
+// Tool calls from a stdio client take the relay, and to a stdio server the
+// raw leg; the SDK's path on both legs must give the same answers, audit
+// records and metrics, in both modes.
+func TestRawLegMatchesSDKLeg(t *testing.T) {
+	for _, mode := range []string{config.ModeMeta, config.ModePassthrough} {
+		t.Run(mode, func(t *testing.T) {
+			sdk, raw := runLeg(t, mode, true), runLeg(t, mode, false)
+			for _, c := range []struct {
+				what      string
+				sdk, raw  []string
+				mustExist string
+			}{
+				{"answers", sdk.answers, raw.answers, "refused upstream"},
+				{"audit records", sdk.audit, raw.audit, `"type":"tool_called"`},
+				{"metrics", sdk.metrics, raw.metrics, "toolgate_tool_calls_total"},
+			} {
+				if !slices.Equal(c.sdk, c.raw) {
+					t.Errorf("%s differ:\nsdk: %s\nraw: %s", c.what, strings.Join(c.sdk, "\n     "), strings.Join(c.raw, "\n     "))
+				}
+				if !strings.Contains(strings.Join(c.raw, "\n"), c.mustExist) {
+					t.Errorf("%s: %q not exercised:\n%s", c.what, c.mustExist, strings.Join(c.raw, "\n"))
+				}
+			}
+			all := strings.Join(raw.answers, "\n")
+			if strings.Contains(all, "sk-relay") || !strings.Contains(all, "progress: client-token") && mode == config.ModePassthrough {
+				t.Errorf("answers leak the secret or miss the progress:\n%s", all)
+			}
+		})
+	}
+}
+
+// BenchmarkStdioCall is one tool call through the gateway (a client on
+// its stdio frontend, over pipes; a stdio upstream), per mode, on the
+// SDK's path or the relay's. The client's own allocations are counted
+// too.
+func BenchmarkStdioCall(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{config.ModeMeta, config.ModePassthrough} {
+		for _, sdk := range []bool{true, false} {
+			leg := map[bool]string{true: "sdk", false: "raw"}[sdk]
+			b.Run(mode+"/"+leg, func(b *testing.B) {
+				srv := &config.Server{Name: "up", Command: exe, Transport: config.TransportStdio,
+					Env: map[string]string{envStdioUpstream: "1", "GORACE": "atexit_sleep_ms=0"}}
+				cfg := &config.Config{Exposure: config.Exposure{Mode: mode}, Servers: map[string]*config.Server{"up": srv},
+					Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
+				ctx := context.Background()
+				g, err := New(ctx, Options{Config: cfg, StateDir: b.TempDir(), SDKCalls: sdk})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer g.Close()
+				cr, gw := io.Pipe()
+				gr, cw := io.Pipe()
+				sctx, stop := context.WithCancel(ctx)
+				defer stop()
+				go g.serveIO(sctx, gr, gw)
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cs.Close()
+				p := &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"message": "hi"}}
+				if mode == config.ModeMeta {
+					if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echoes"}}); err != nil {
+						b.Fatal(err)
+					}
+					p = &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": "hi"}}}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+						b.Fatal(err, res)
+					}
+				}
+			})
+		}
+	}
+}
