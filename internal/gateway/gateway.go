@@ -74,7 +74,10 @@ type Options struct {
 
 // Gateway is a running toolgate instance.
 type Gateway struct {
-	noRaw    bool // Options.SDKCalls
+	noRaw bool // Options.SDKCalls
+	// rawCalls counts the tool calls sent on a raw leg (the tests check
+	// that the leg is taken).
+	rawCalls atomic.Uint64
 	cfg      *config.Config
 	log      *slog.Logger
 	stateDir string

@@ -61,9 +61,11 @@ func (g *Gateway) rawSend(ctx context.Context, srv *upstream.Server, params *mcp
 		}
 	}
 	ans, err := srv.RawCall(ctx, relay.AppendCallParams(nil, params.Name, a, m))
-	switch {
-	case errors.Is(err, upstream.ErrNoRaw):
+	if errors.Is(err, upstream.ErrNoRaw) {
 		return sdk()
+	}
+	g.rawCalls.Add(1)
+	switch {
 	case err != nil:
 		return nil, err
 	case ans.Error != nil:

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -78,6 +79,10 @@ type legRun struct {
 	answers []string
 	audit   []string
 	metrics []string
+	// sdkServed counts the calls the SDK server handled (not the stdio
+	// frontend's relay), rawSent those sent on the upstream's raw leg.
+	sdkServed int64
+	rawSent   uint64
 }
 
 // runLeg drives a gateway (mode, and whether calls take the SDK client or
@@ -101,6 +106,15 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
+	var sdkCalls atomic.Int64
+	g.servers[scopeConnection].AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				sdkCalls.Add(1)
+			}
+			return next(ctx, method, req)
+		}
+	})
 	// The client talks to the stdio frontend (over pipes), the revision
 	// real clients speak, so tools/call can take the relay.
 	cr, gw := io.Pipe()
@@ -148,6 +162,7 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 			t.Fatalf("search: %v %+v", err, res)
 		}
 	}
+	sdkBefore := sdkCalls.Load()
 	for _, c := range calls {
 		if mode == config.ModeMeta {
 			answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__" + c.tool, "arguments": c.args}}))
@@ -159,6 +174,7 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		}
 		answer(cs.CallTool(ctx, p))
 	}
+	run.sdkServed, run.rawSent = sdkCalls.Load()-sdkBefore, g.rawCalls.Load()
 	// Malformed calls: the relay must refuse them as the SDK path does.
 	if mode == config.ModeMeta {
 		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": 5}}))
@@ -230,6 +246,13 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 					t.Errorf("%s: %q not exercised:\n%s", c.what, c.mustExist, strings.Join(c.raw, "\n"))
 				}
 			}
+			// Each leg took its path: the relay served every call (none
+			// reached the SDK server) and sent the six that reach the
+			// upstream on the raw leg; the SDK's leg sent none there.
+			if raw.sdkServed != 0 || raw.rawSent != 6 || sdk.rawSent != 0 || sdk.sdkServed != 7 {
+				t.Errorf("paths taken: relay leg: %d calls on the SDK server, %d on the raw leg; SDK leg: %d on the SDK server, %d on the raw leg; want 0, 6, 7, 0",
+					raw.sdkServed, raw.rawSent, sdk.sdkServed, sdk.rawSent)
+			}
 			all := strings.Join(raw.answers, "\n")
 			if strings.Contains(all, "sk-relay") || !strings.Contains(all, "progress: client-token") && mode == config.ModePassthrough {
 				t.Errorf("answers leak the secret or miss the progress:\n%s", all)
@@ -286,5 +309,55 @@ func BenchmarkStdioCall(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// In hybrid mode call_tool judges its tool by the discovery gate even when
+// the tool is pinned (tools/call of a pinned tool needs only the listing):
+// the stdio frontend's relay must keep the two apart, as the SDK server's
+// handlers do.
+func TestRelayHybridCallToolKeepsTheGate(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sdk := range []bool{true, false} {
+		t.Run(map[bool]string{true: "sdk", false: "relay"}[sdk], func(t *testing.T) {
+			srv := &config.Server{Name: "up", Command: exe, Transport: config.TransportStdio,
+				Env: map[string]string{envStdioUpstream: "1", "GORACE": "atexit_sleep_ms=0"}}
+			cfg := &config.Config{
+				Exposure: config.Exposure{Mode: config.ModeHybrid, PinnedTools: []string{"up__echo"}},
+				Servers:  map[string]*config.Server{"up": srv},
+				Filters:  config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold},
+			}
+			ctx := context.Background()
+			g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir(), SDKCalls: sdk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { g.Close() })
+			cr, gw := io.Pipe()
+			gr, cw := io.Pipe()
+			sctx, stop := context.WithCancel(ctx)
+			served := make(chan error, 1)
+			go func() { served <- g.serveIO(sctx, gr, gw) }()
+			t.Cleanup(func() { stop(); cw.Close(); <-served })
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+				Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			// call_tool before search_tools (and before any tools/list):
+			// the gate has no record of the tool.
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"m": 1}}})
+			if err != nil || !res.IsError || !strings.Contains(fmt.Sprint(res.Content[0].(*mcp.TextContent).Text), "has not been returned by search_tools") {
+				t.Fatalf("call_tool of a pinned tool before search_tools: want the discovery gate's refusal, got %v %+v", err, res)
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"m": 1}})
+			if err != nil || res.IsError {
+				t.Fatalf("tools/call of the pinned tool: %v %+v", err, res)
+			}
+		})
 	}
 }
