@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -359,5 +360,44 @@ func TestRelayHybridCallToolKeepsTheGate(t *testing.T) {
 				t.Fatalf("tools/call of the pinned tool: %v %+v", err, res)
 			}
 		})
+	}
+}
+
+// A client's arguments are forwarded as received when nothing decoded
+// them, but a stdio server reads a message per line: arguments that span
+// lines (pretty-printed JSON, as an HTTP client may send) must still reach
+// it as one message.
+func TestRawLegSendsMultilineArgumentsOnOneLine(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &config.Server{Name: "up", Command: exe, Transport: config.TransportStdio,
+		Env: map[string]string{envStdioUpstream: "1", "GORACE": "atexit_sleep_ms=0"}}
+	cfg := &config.Config{
+		Exposure: config.Exposure{Mode: config.ModePassthrough},
+		Servers:  map[string]*config.Server{"up": srv},
+		Filters:  config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	out, r := g.RunToolCall(ctx, ToolCall{Name: "up__echo", Arguments: json.RawMessage("{\n  \"message\": \"hi\",\r\n\t\"n\": [1, 2]\n}")})
+	if r != nil {
+		t.Fatalf("refused: %+v", r.ToolResult("up__echo"))
+	}
+	res, err := out.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != `args: {"message":"hi","n":[1,2]}` {
+		t.Errorf("the upstream got %s", got)
+	}
+	if g.rawCalls.Load() != 1 {
+		t.Errorf("%d calls on the raw leg, want 1", g.rawCalls.Load())
 	}
 }
