@@ -58,7 +58,7 @@ func TestConsoleBrowser(t *testing.T) {
 		"audit":  map[string]any{"record_arguments": true},
 		// Hides memory's delete tools: the search playground shows them
 		// as hidden by access_control.
-		// output_poisoning adds a response stage to each call's trace.
+		// output_poisoning adds a step to each call's trace.
 		"filters": map[string]any{"access_control": map[string]any{"deny_patterns": []string{"*__delete_*"}}, "output_poisoning": map[string]any{}},
 		"mcpServers": map[string]any{
 			"everything": stdioServer("everything"),
