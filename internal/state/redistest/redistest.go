@@ -1,0 +1,190 @@
+// Package redistest starts a private redis-server for a test: on a free
+// loopback port, with its own temporary folder and no persistence, stopped
+// when the test ends. Tests never share an instance, and never use one the
+// machine already runs.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// InstallHint is what to run when redis-server is missing.
+const InstallHint = "apt-get install redis-server (or `make deps` as root)"
+
+// Server is a running redis-server.
+type Server struct {
+	// Addr is host:port on loopback.
+	Addr string
+	dir  string
+	tb   testing.TB
+	args []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+// Binary returns the path of redis-server, or an error naming the command
+// that installs it.
+func Binary() (string, error) {
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("redis-server is not installed; install it with: %s", InstallHint)
+	}
+	return p, nil
+}
+
+// Start starts a redis-server for tb and stops it when tb ends. The test
+// fails (not skips) when redis-server is missing, naming how to install it.
+// extra are further redis-server arguments.
+func Start(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	if _, err := Binary(); err != nil {
+		tb.Fatal(err)
+	}
+	s := &Server{dir: tb.TempDir(), tb: tb, args: extra}
+	var err error
+	for range 5 { // a free port can be taken between choosing and binding
+		s.Addr, err = freeAddr()
+		if err != nil {
+			continue
+		}
+		if err = s.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// URL is the redis:// URL of the server, database 0.
+func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func (s *Server) start() error {
+	host, port, _ := net.SplitHostPort(s.Addr)
+	bin, err := Binary()
+	if err != nil {
+		return err
+	}
+	args := append([]string{
+		"--port", port, "--bind", host, "--dir", s.dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no",
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+		"--protected-mode", "yes",
+	}, s.args...)
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("redis-server on %s exited: %v\n%s", s.Addr, err, tail(string(log)))
+		default:
+		}
+		if ping(s.Addr) == nil {
+			s.mu.Lock()
+			s.cmd = cmd
+			s.mu.Unlock()
+			go func() { <-exited }() // reaped by Stop's Wait equivalent
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	return fmt.Errorf("redis-server on %s did not answer PING within 10 s", s.Addr)
+}
+
+// ping sends PING and waits for +PONG.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// Stop kills the server (it keeps nothing). Safe to call twice.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	// Wait until the port is free, so a Restart can bind it again.
+	for range 250 {
+		if _, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond); err != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Restart starts the server again on the same address after Stop (its data
+// is gone: it keeps none).
+func (s *Server) Restart() {
+	s.tb.Helper()
+	var err error
+	for range 50 {
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.tb.Fatalf("redistest: restart: %v", err)
+}
+
+// Port is the server's port.
+func (s *Server) Port() int {
+	_, p, _ := net.SplitHostPort(s.Addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		return s[len(s)-2000:]
+	}
+	return s
+}
