@@ -14,8 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // InstallHint is what to run when redis-server is missing.
@@ -187,4 +192,27 @@ func tail(s string) string {
 		return s[len(s)-2000:]
 	}
 	return s
+}
+
+var prefixes atomic.Uint64
+
+// Backend returns a state backend on s as replica, under a prefix no other
+// call uses, so tests sharing a server do not see each other's keys. The
+// client is closed when tb ends.
+func (s *Server) Backend(tb testing.TB, replica string) *state.Backend {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+	tb.Cleanup(func() { c.Close() })
+	return state.NewForTest(c, fmt.Sprintf("t%d:", prefixes.Add(1)), replica)
+}
+
+// Shared returns two backends on one fresh server, as two replicas of one
+// gateway see it: same prefix, different replica names.
+func Shared(tb testing.TB) (a, b *state.Backend) {
+	tb.Helper()
+	s := Start(tb)
+	a = s.Backend(tb, "a")
+	cb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	tb.Cleanup(func() { cb.Close() })
+	return a, state.NewForTest(cb, a.Key(), "b")
 }
