@@ -119,6 +119,7 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 
 func (*Limiter) ID() string             { return "dev.toolgate/rate_limits" }
 func (*Limiter) Phase() extension.Phase { return extension.PhaseAdmit }
+
 // Provision takes the shared store when the gateway has one (state
 // backend "redis"), so the limits hold across replicas.
 func (l *Limiter) Provision(ctx context.Context, h extension.Host) error {

@@ -98,7 +98,9 @@ func testBurstDetector(t *testing.T, ctx context.Context) {
 	}
 }
 
-func TestConcurrentCallsCannotSlipPast(t *testing.T) { forEachStore(t, testConcurrentCallsCannotSlipPast) }
+func TestConcurrentCallsCannotSlipPast(t *testing.T) {
+	forEachStore(t, testConcurrentCallsCannotSlipPast)
+}
 func testConcurrentCallsCannotSlipPast(t *testing.T, ctx context.Context) {
 	l, _ := newLimiter(t, ctx, `{"burst": {"max_calls": 5, "window": "1m"}}`)
 	var ok atomic.Int32
