@@ -30,6 +30,7 @@ import (
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/search"
 	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/state"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -102,6 +103,9 @@ type Gateway struct {
 
 	// authn authenticates HTTP callers; nil when the config has no "auth".
 	authn *auth.Authenticator
+
+	// shared is the Redis state backend replicas share; nil for "memory".
+	shared *state.Backend
 }
 
 // listState serialises the listing of one server, remembers which start
@@ -115,7 +119,7 @@ type listState struct {
 // New builds a gateway: it provisions the extensions (an extension that
 // fails stops startup), then connects every configured server concurrently.
 // A server that fails to start or list its tools is skipped with a warning.
-func New(ctx context.Context, opts Options) (*Gateway, error) {
+func New(ctx context.Context, opts Options) (_ *Gateway, err error) {
 	if opts.Config == nil {
 		return nil, errors.New("gateway: no config")
 	}
@@ -125,6 +129,19 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
 		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics()}
+	defer func() {
+		if err != nil {
+			g.closeShared()
+		}
+	}()
+	// With a shared state backend the discovery records, the token key and
+	// the extensions' decision state live in Redis (see internal/state).
+	if g.shared, err = state.Open(ctx, opts.Config.State, log.With("component", "state")); err != nil {
+		return nil, err
+	}
+	if g.shared != nil && g.gate == nil {
+		g.gate = gate.NewRedis(g.shared, opts.Config.HTTP.SessionIdle())
+	}
 	if g.gate == nil {
 		g.gate = gate.NewMemory()
 	}
@@ -136,7 +153,12 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	g.idx = idx
 	g.setLimits(opts.Config.Limits)
 
-	key, err := gate.LoadOrCreateKey(filepath.Join(opts.StateDir, "gate.key"))
+	var key []byte
+	if g.shared != nil {
+		key, err = gate.SharedKey(ctx, g.shared)
+	} else {
+		key, err = gate.LoadOrCreateKey(filepath.Join(opts.StateDir, "gate.key"))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +181,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	host := func(id string) extension.Host {
 		return extension.Host{Logger: log.With("extension", id), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit, Tools: g.toolRefs}
 	}
-	if g.pipe, err = pipeline.Build(ctx, log, host, builtins, opts.Extensions); err != nil {
+	if g.pipe, err = pipeline.Build(state.WithBackend(ctx, g.shared), log, host, builtins, opts.Extensions); err != nil {
 		return nil, err
 	}
 
@@ -480,5 +502,15 @@ func (g *Gateway) Close() error {
 	if g.audit != nil {
 		errs = append(errs, g.audit.Close())
 	}
+	g.closeShared()
 	return errors.Join(errs...)
+}
+
+// closeShared closes the Redis client, once the extensions that use it are
+// closed.
+func (g *Gateway) closeShared() {
+	if g.shared != nil {
+		_ = g.shared.Close()
+		g.shared = nil
+	}
 }
