@@ -14,11 +14,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
@@ -26,6 +25,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/strict"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // Key is the filters config key.
@@ -72,30 +72,11 @@ type Classify struct {
 // Flow is the extension.
 type Flow struct {
 	extension.Base
-	cfg  Config
-	emit func(context.Context, extension.Event)
-	now  func() time.Time
-
-	mu       sync.Mutex
-	sessions map[string]*session
-	sweepAt  int // map size at which idle sessions are dropped
-}
-
-type session struct {
-	mu    sync.Mutex
-	reads []read // at most one per server, the latest, oldest first
-	// dead marks a session dropped from the map by a sweep; a call that
-	// holds it takes the map's current one instead.
-	dead bool
-}
-
-// minSweep is the number of sessions below which none is dropped.
-const minSweep = 1024
-
-type read struct {
-	at     time.Time
-	server string
-	tool   string
+	cfg   Config
+	emit  func(context.Context, extension.Event)
+	log   *slog.Logger
+	now   func() time.Time
+	store Store
 }
 
 // New decodes the config strictly and applies defaults: read_then_send on,
@@ -127,7 +108,7 @@ func New(raw json.RawMessage) (extension.Extension, error) {
 			return nil, fmt.Errorf("classify[%d].category %q: want read, write, send, compute or unknown", i, c.Category)
 		}
 	}
-	return &Flow{cfg: cfg, now: time.Now, sessions: map[string]*session{}}, nil
+	return &Flow{cfg: cfg, now: time.Now, store: NewMemoryStore(), log: slog.New(slog.DiscardHandler)}, nil
 }
 
 func (r *Rule) setup(name, action string) error {
@@ -153,123 +134,93 @@ func (r *Rule) setup(name, action string) error {
 func (*Flow) ID() string             { return "dev.toolgate/cross_server" }
 func (*Flow) Phase() extension.Phase { return extension.PhaseAdmit }
 
-func (f *Flow) Provision(_ context.Context, h extension.Host) error {
+// Provision takes the shared store when the gateway has one (state
+// backend "redis"), so a read on one replica taints the session on all.
+func (f *Flow) Provision(ctx context.Context, h extension.Host) error {
 	f.emit = h.Emit
+	if h.Logger != nil {
+		f.log = h.Logger
+	}
+	if b := state.From(ctx); b != nil {
+		f.store = NewRedisStore(b)
+	}
 	return nil
 }
 
 func (f *Flow) CallFilter() extension.CallFilter { return f.check }
 
-// session returns key's session, locked. Sessions with no read inside
-// the window are dropped once the map grows past sweepAt, so the map holds
-// the sessions that matter, not every session ever seen.
-func (f *Flow) session(key string, now time.Time, keep time.Duration) *session {
-	for {
-		f.mu.Lock()
-		if len(f.sessions) >= max(f.sweepAt, minSweep) {
-			for k, s := range f.sessions {
-				if k != key && s.mu.TryLock() {
-					if n := len(s.reads); n == 0 || now.Sub(s.reads[n-1].at) >= keep {
-						s.dead = true
-						delete(f.sessions, k)
-					}
-					s.mu.Unlock()
-				}
-			}
-			f.sweepAt = 2 * len(f.sessions)
-		}
-		s := f.sessions[key]
-		if s == nil {
-			s = &session{}
-			f.sessions[key] = s
-		}
-		f.mu.Unlock()
-		s.mu.Lock()
-		if !s.dead {
-			return s
-		}
-		s.mu.Unlock()
-	}
-}
-
-func (f *Flow) check(ctx context.Context, c *extension.CallRequest) (err error) {
+// check decides one call. The session's reads are read and, for a source
+// that is not refused, updated in one atomic step of the store; which rule
+// fires is then worked out from the read the store found. A store that
+// cannot answer (shared state unreachable) refuses the call: a flow that
+// cannot be checked is not waved through.
+func (f *Flow) check(ctx context.Context, c *extension.CallRequest) error {
 	cl := f.classify(c.ToolName, c.Tool, c.Def, c.Arguments)
 	cat := cl.category
 	now := f.now()
-	keep := max(f.cfg.ReadThenSend.window, f.cfg.CrossServerFlow.window)
-	s := f.session(c.Session+"\x00"+c.Principal, now, keep)
-	defer s.mu.Unlock()
-	i := 0
-	for i < len(s.reads) && now.Sub(s.reads[i].at) >= keep {
-		i++
+	rts, csf := f.cfg.ReadThenSend, f.cfg.CrossServerFlow
+	keep := max(rts.window, csf.window)
+	var block time.Duration
+	if cat == Send && rts.on && rts.Action == "block" {
+		block = max(block, rts.window)
 	}
-	s.reads = s.reads[i:]
-	if cl.source {
-		// A refused call read nothing.
-		defer func() {
-			if err == nil {
-				s.reads = slices.DeleteFunc(s.reads, func(r read) bool { return r.server == c.ServerName })
-				s.reads = append(s.reads, read{at: now, server: c.ServerName, tool: c.ToolName})
-			}
-		}()
+	if cat != Read && csf.on && csf.Action == "block" {
+		block = max(block, csf.window)
 	}
-
-	fired := false
-	if cat == Send && f.cfg.ReadThenSend.on {
-		if r, ok := f.crossRead(s, c.ServerName, now, f.cfg.ReadThenSend.window); ok {
-			fired = true
-			if err := f.fire(ctx, c, "read_then_send", "critical", f.cfg.ReadThenSend.Action, cl, r); err != nil {
-				return err
-			}
+	r, ok, err := f.store.Step(ctx, c.Session+"\x00"+c.Principal, Step{
+		Server: c.ServerName, Tool: c.ToolName, At: now, Source: cl.source, BlockWithin: block, Keep: keep,
+	})
+	if err != nil {
+		f.log.Error("cross-server flow could not be decided; refusing the call", "server", c.ServerName, "error", err)
+		return &extension.Denial{
+			Rule:   "cross_server.state_unavailable",
+			Reason: fmt.Sprintf("%s was not called: its cross-server data flow could not be checked because the shared state store (Redis) is unreachable; retry shortly", c.ToolName),
+			Detail: err.Error(),
+			Code:   extension.CodePermissionDenied,
 		}
 	}
-	if cat != Read && f.cfg.CrossServerFlow.on {
-		if r, ok := f.crossRead(s, c.ServerName, now, f.cfg.CrossServerFlow.window); ok {
-			fired = true
-			if err := f.fire(ctx, c, "cross_server_flow", "high", f.cfg.CrossServerFlow.Action, cl, r); err != nil {
-				return err
-			}
+	if !ok {
+		return nil
+	}
+	age := now.Sub(r.At)
+	fired := false
+	if cat == Send && rts.on && age < rts.window {
+		fired = true
+		if err := f.fire(ctx, c, "read_then_send", "critical", rts.Action, cl, r); err != nil {
+			return err
+		}
+	}
+	if cat != Read && csf.on && age < csf.window {
+		fired = true
+		if err := f.fire(ctx, c, "cross_server_flow", "high", csf.Action, cl, r); err != nil {
+			return err
 		}
 	}
 	// A call that follows another server's read is a flow decision even
 	// when no rule fires: it is recorded, so an audit can tell a flow that
 	// was judged harmless from one that was never seen.
-	if r, ok := f.crossRead(s, c.ServerName, now, keep); ok && !fired {
+	if !fired {
 		f.emit(ctx, extension.Event{
 			Type: "cross_server", Session: c.Session, Server: c.ServerName, Tool: c.Tool, Action: "allow", Reason: "no_rule",
-			Fields: cl.fields(map[string]any{"related_calls": []string{r.tool}, "related_server": r.server}),
+			Fields: cl.fields(map[string]any{"related_calls": []string{r.Tool}, "related_server": r.Server}),
 		})
 	}
 	return nil
 }
 
-// crossRead finds the latest read from another server within window.
-func (f *Flow) crossRead(s *session, server string, now time.Time, window time.Duration) (read, bool) {
-	for i := len(s.reads) - 1; i >= 0; i-- {
-		r := s.reads[i]
-		if now.Sub(r.at) >= window {
-			break
-		}
-		if r.server != server {
-			return r, true
-		}
-	}
-	return read{}, false
-}
-
-func (f *Flow) fire(ctx context.Context, c *extension.CallRequest, rule, severity, action string, cl classification, r read) error {
-	age := f.now().Sub(r.at).Round(time.Second)
+func (f *Flow) fire(ctx context.Context, c *extension.CallRequest, rule, severity, action string, cl classification, r ReadRecord) error {
+	age := f.now().Sub(r.At).Round(time.Second)
 	cat := cl.category
 	f.emit(ctx, extension.Event{
 		Type: "cross_server_blocked", Session: c.Session, Server: c.ServerName, Tool: c.Tool, Action: action, Reason: rule,
-		Fields: cl.fields(map[string]any{"rule": rule, "severity": severity, "related_calls": []string{r.tool}, "related_server": r.server}),
+		Fields: cl.fields(map[string]any{"rule": rule, "severity": severity, "related_calls": []string{r.Tool}, "related_server": r.Server}),
 	})
 	if action != "block" {
 		return nil
 	}
 	return extension.Denyf("cross_server."+rule,
 		"%s (%s) is a %s on server %q %s after a read from server %q (%s); cross-server data flows like this are blocked. Wait for the window to pass or ask the user to confirm outside the conversation.",
-		c.ToolName, severity, cat, c.ServerName, age, r.server, r.tool)
+		c.ToolName, severity, cat, c.ServerName, age, r.Server, r.Tool)
 }
 
 // prefixes map the first word of a tool name to a category.
