@@ -260,7 +260,7 @@ func TestReplicasKillUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				msg := fmt.Sprintf("<m%d.%d>", c, i)
+				msg := fmt.Sprintf("ack%d_%d_ack", c, i)
 				for try := 0; ; try++ {
 					res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "call_tool", Arguments: echoArgs("everything__echo", tok, msg)})
 					if err == nil && !res.IsError {

@@ -31,7 +31,7 @@ type Server struct {
 	// Addr is host:port on loopback.
 	Addr string
 	dir  string
-	tb   testing.TB
+	tb   testing.TB // nil when launched outside a test
 	args []string
 
 	mu  sync.Mutex
@@ -56,7 +56,22 @@ func Start(tb testing.TB, extra ...string) *Server {
 	if _, err := Binary(); err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{dir: tb.TempDir(), tb: tb, args: extra}
+	s, err := Launch(tb.TempDir(), extra...)
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	s.tb = tb
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Launch starts a redis-server keeping its files in dir, outside a test
+// (benchmarks); the caller stops it.
+func Launch(dir string, extra ...string) (*Server, error) {
+	if _, err := Binary(); err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, args: extra}
 	var err error
 	for range 5 { // a free port can be taken between choosing and binding
 		s.Addr, err = freeAddr()
@@ -64,14 +79,10 @@ func Start(tb testing.TB, extra ...string) *Server {
 			continue
 		}
 		if err = s.start(); err == nil {
-			break
+			return s, nil
 		}
 	}
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
-	tb.Cleanup(s.Stop)
-	return s
+	return nil, err
 }
 
 // URL is the redis:// URL of the server, database 0.
