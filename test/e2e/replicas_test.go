@@ -315,3 +315,34 @@ func TestReplicasKillUnderLoad(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged calls lost", lost, len(acked))
 	}
 }
+
+// TestReplicasPinsTrust: a pin in Redis holds on every replica, and one
+// `toolgate pins trust --state redis://...` lets the tool through on all
+// of them, without a restart.
+func TestReplicasPinsTrust(t *testing.T) {
+	rd := redistest.Start(t)
+	pins := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(binPath, append([]string{"pins", "trust", "--state", rd.URL(), "--state-prefix", "e2e:", "--server", "everything", "--tool", "echo"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("toolgate pins trust %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	// A pin that is not what the server serves (as after a change).
+	pins("--hash", strings.Repeat("0", 64))
+	cfg := replicaConfig(t, rd.URL(), everythingOnly(), nil, nil)
+	rs := startReplicas(t, cfg, 3)
+	lb := connectHTTP(t, roundRobin(t, rs), "")
+	tok := tokenFor(t, lb, "echo a message back", 1, "everything__echo")
+	for i := range 3 {
+		wantRefused(t, fmt.Sprintf("call %d against the old pin", i), call(t, lb, "call_tool", echoArgs("everything__echo", tok, "x")), "changed since it was pinned")
+	}
+	t.Log(pins())
+	for i := range 3 {
+		wantOK(t, fmt.Sprintf("call %d after one trust", i), call(t, lb, "call_tool", echoArgs("everything__echo", tok, "trusted")), "trusted")
+	}
+	for _, r := range rs {
+		noPanic(t, r.Logs.String())
+	}
+}
