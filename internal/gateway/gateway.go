@@ -106,6 +106,10 @@ type Gateway struct {
 
 	// shared is the Redis state backend replicas share; nil for "memory".
 	shared *state.Backend
+	// replica names this replica in audit records ("" without shared
+	// state); stream mirrors them into Redis.
+	replica string
+	stream  *state.AuditStream
 }
 
 // listState serialises the listing of one server, remembers which start
@@ -138,6 +142,9 @@ func New(ctx context.Context, opts Options) (_ *Gateway, err error) {
 	// the extensions' decision state live in Redis (see internal/state).
 	if g.shared, err = state.Open(ctx, opts.Config.State, log.With("component", "state")); err != nil {
 		return nil, err
+	}
+	if g.shared != nil {
+		g.replica = g.shared.Replica()
 	}
 	if g.shared != nil && g.gate == nil {
 		g.gate = gate.NewRedis(g.shared, opts.Config.HTTP.SessionIdle())
@@ -509,6 +516,10 @@ func (g *Gateway) Close() error {
 // closeShared closes the Redis client, once the extensions that use it are
 // closed.
 func (g *Gateway) closeShared() {
+	if g.stream != nil {
+		g.stream.Close()
+		g.stream = nil
+	}
 	if g.shared != nil {
 		_ = g.shared.Close()
 		g.shared = nil

@@ -314,6 +314,32 @@ func TestReplicasKillUnderLoad(t *testing.T) {
 	if lost > 0 {
 		t.Fatalf("%d of %d acknowledged calls lost", lost, len(acked))
 	}
+
+	// The merged view in Redis: every replica's records, each with its
+	// replica, every chain intact (the killed one's ends where its mirror
+	// stopped).
+	out, err := exec.Command(binPath, "audit", "verify", "--state", rd.URL(), "--state-prefix", "e2e:").CombinedOutput()
+	if err != nil || strings.Count(string(out), "chain intact") != 3 {
+		t.Fatalf("audit verify --state: %v\n%s", err, out)
+	}
+	t.Logf("audit verify --state:\n%s", out)
+	out, err = exec.Command(binPath, "events", "--type", "tool_called", "--state", rd.URL(), "--state-prefix", "e2e:", "--json").Output()
+	if err != nil {
+		t.Fatalf("toolgate events --state: %v", err)
+	}
+	replicas := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var e struct {
+			Replica string `json:"replica"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Replica == "" {
+			t.Fatalf("merged view record without a replica: %s", line)
+		}
+		replicas[e.Replica]++
+	}
+	if len(replicas) != 3 {
+		t.Fatalf("merged view has calls of %d replicas (%v), want 3", len(replicas), replicas)
+	}
 }
 
 // TestReplicasPinsTrust: a pin in Redis holds on every replica, and one
