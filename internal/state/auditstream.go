@@ -135,4 +135,3 @@ func ReadAuditStream(ctx context.Context, b *Backend, fn func(replica string, li
 		start = "(" + msgs[len(msgs)-1].ID
 	}
 }
-
