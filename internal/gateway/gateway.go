@@ -145,6 +145,7 @@ func New(ctx context.Context, opts Options) (_ *Gateway, err error) {
 	}
 	if g.shared != nil {
 		g.replica = g.shared.Replica()
+		g.cache.Share(g.shared)
 	}
 	if g.shared != nil && g.gate == nil {
 		g.gate = gate.NewRedis(g.shared, opts.Config.HTTP.SessionIdle())
