@@ -232,6 +232,7 @@ func New(ctx context.Context, opts Options) (_ *Gateway, err error) {
 	if ign := opts.Config.Ignored; len(ign) > 0 {
 		log.Info("config: ignoring settings of other MCP clients", "keys", strings.Join(ign, ","))
 	}
+	g.followLoads()
 	if opts.StartInBackground {
 		// The client's context may be short (a request's); the startup
 		// lives as long as the gateway.

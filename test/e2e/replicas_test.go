@@ -372,3 +372,41 @@ func TestReplicasPinsTrust(t *testing.T) {
 		noPanic(t, r.Logs.String())
 	}
 }
+
+// TestReplicasRunTimeLoad: a server loaded at run time through one replica
+// is loaded by the others too, so the client finds and calls its tools
+// whichever replica answers.
+func TestReplicasRunTimeLoad(t *testing.T) {
+	rd := redistest.Start(t)
+	remote := startEverythingHTTP(t)
+	cfg := replicaConfig(t, rd.URL(), map[string]any{}, map[string]any{"load_control": map[string]any{"deny_private_networks": false}}, nil)
+	rs := startReplicas(t, cfg, 3)
+	first := connectHTTP(t, rs[0].URL, "")
+	wantOK(t, "load on replica 0", call(t, first, "load_mcp_server", map[string]any{"server_name": "remote", "url": remote}), "remote")
+
+	for i, r := range rs[1:] {
+		cs := connectHTTP(t, r.URL, "")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			res := call(t, cs, "search_tools", map[string]any{"query": "echo a message back", "top_k": 5})
+			if slices.Contains(found(t, res), "remote__echo") {
+				wantOK(t, fmt.Sprintf("call on replica %d", i+1), call(t, cs, "call_tool", echoArgs("remote__echo", discoveryToken(t, res), "far")), "far")
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d never loaded the server replica 0 loaded", i+1)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	// A replica started afterwards loads it at startup.
+	late := startReplicas(t, cfg, 1)[0]
+	cs := connectHTTP(t, late.URL, "")
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Contains(search(t, cs, "echo a message back", 5), "remote__echo") {
+		if time.Now().After(deadline) {
+			t.Fatal("a replica started after the load never loaded the server")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
