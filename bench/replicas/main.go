@@ -7,7 +7,9 @@
 // Part 1 times the rate_limits and cross_server call filters in process,
 // memory store against Redis store (a private redis-server on loopback),
 // alternating, and prints p50/p99 of each and the added p50: the cost of
-// the Redis round trip each decision makes. Part 2 starts real
+// the Redis round trip each decision makes. Part 2 times whole calls of
+// one client through a real gateway with its state in memory and one with
+// it in Redis, alternating (n/5 each). Part 3 starts real
 // `toolgate serve --listen` processes on one Redis in front of an HTTP echo
 // upstream and drives them with -clients concurrent stateless clients for
 // -duration: one replica, then three behind a round-robin balancer, and
@@ -92,7 +94,14 @@ func run(n, clients int, dur time.Duration, bin string) error {
 	}
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer() }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
 	defer up.Close()
-	fmt.Printf("\npart 2: calls/s through real gateways (rate_limits and cross_server in Redis), %d stateless clients, %s each\n", clients, dur)
+	mem, red, err := perCall(tmp, bin, up.URL, "redis://"+rd.Addr+"/0", n/5)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\npart 2: one client, %d sequential calls through a real gateway (rate_limits and cross_server), state in memory vs Redis, alternated\n", len(mem))
+	fmt.Printf("memory: p50 %v p99 %v; redis: p50 %v p99 %v; added p50 %v\n", pct(mem, 50), pct(mem, 99), pct(red, 50), pct(red, 99), pct(red, 50)-pct(mem, 50))
+
+	fmt.Printf("\npart 3: calls/s through real gateways (rate_limits and cross_server in Redis), %d stateless clients, %s each\n", clients, dur)
 	var one float64
 	for _, k := range []int{1, 3} {
 		rate, err := throughput(tmp, bin, up.URL, "redis://"+rd.Addr+"/0", k, clients, dur)
@@ -198,13 +207,24 @@ func echoServer() *mcp.Server {
 
 var listenRE = regexp.MustCompile(`url=(http://\S+/mcp)`)
 
-// throughput starts k replicas on one Redis (a fresh prefix per run),
-// puts a round-robin balancer in front when k > 1, and counts the calls
-// clients complete in dur.
-func throughput(tmp, bin, upstream, redisURL string, k, clients int, dur time.Duration) (float64, error) {
+// startSet starts k replicas (state in the Redis at redisURL under a fresh
+// prefix, or in memory for "") and a round-robin balancer in front when
+// k > 1; it returns the MCP endpoint and a function that stops them.
+func startSet(tmp, bin, upstream, redisURL string, k int) (endpoint string, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
 	dir, err := os.MkdirTemp(tmp, "run")
 	if err != nil {
-		return 0, err
+		return "", stop, err
 	}
 	cfg := map[string]any{
 		"search":     map[string]any{"mode": "lexical"},
@@ -213,42 +233,99 @@ func throughput(tmp, bin, upstream, redisURL string, k, clients int, dur time.Du
 			"rate_limits":  map[string]any{"default_rpm": 1e9, "default_burst": 1000000, "burst": map[string]any{"enabled": false}},
 			"cross_server": map[string]any{},
 		},
-		"state": map[string]any{"backend": "redis", "url": redisURL, "prefix": filepath.Base(dir) + ":"},
 		"audit": map[string]any{"enabled": false},
+	}
+	if redisURL != "" {
+		cfg["state"] = map[string]any{"backend": "redis", "url": redisURL, "prefix": filepath.Base(dir) + ":"}
 	}
 	b, _ := json.Marshal(cfg)
 	cfgPath := filepath.Join(dir, "config.json")
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
-		return 0, err
+		return "", stop, err
 	}
 	var urls []*url.URL
 	for i := range k {
 		cmd := exec.Command(bin, "serve", "--config", cfgPath, "--state-dir", filepath.Join(dir, fmt.Sprint("r", i)), "--listen", "127.0.0.1:0")
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
-			return 0, err
+			return "", stop, err
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
-			return 0, err
+			return "", stop, err
 		}
-		defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }()
+		stops = append(stops, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 		u, err := waitURL(stderr)
 		if err != nil {
-			return 0, err
+			return "", stop, err
 		}
 		pu, _ := url.Parse(strings.TrimSuffix(u, "/mcp"))
 		urls = append(urls, pu)
 	}
-	endpoint := urls[0].String() + "/mcp"
+	endpoint = urls[0].String() + "/mcp"
 	if k > 1 {
 		var next atomic.Uint64
 		lb := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(urls[(next.Add(1)-1)%uint64(len(urls))])
 		}})
-		defer lb.Close()
+		stops = append(stops, lb.Close)
 		endpoint = lb.URL + "/mcp"
 	}
+	return endpoint, stop, nil
+}
+
+// perCall times n sequential calls through one gateway with the state in
+// memory and one with it in Redis, alternating.
+func perCall(tmp, bin, upstream, redisURL string, n int) (mem, red []time.Duration, err error) {
+	ctx := context.Background()
+	var css []*mcp.ClientSession
+	var toks []string
+	for _, ru := range []string{"", redisURL} {
+		ep, stop, err := startSet(tmp, bin, upstream, ru, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer stop()
+		cs, tok, err := connect(ctx, ep)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer cs.Close()
+		css, toks = append(css, cs), append(toks, tok)
+	}
+	for i := range n + 100 {
+		for j, cs := range css {
+			start := time.Now()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{
+				"tool_name": "up__echo", "arguments": map[string]any{"message": fmt.Sprint(i)}, "discovery_token": toks[j]}})
+			d := time.Since(start)
+			if err == nil && res.IsError {
+				err = errors.New(fmt.Sprint(res.Content))
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			if i < 100 {
+				continue // warm-up
+			}
+			if j == 0 {
+				mem = append(mem, d)
+			} else {
+				red = append(red, d)
+			}
+		}
+	}
+	return mem, red, nil
+}
+
+// throughput starts k replicas on one Redis and counts the calls clients
+// complete in dur.
+func throughput(tmp, bin, upstream, redisURL string, k, clients int, dur time.Duration) (float64, error) {
+	endpoint, stop, err := startSet(tmp, bin, upstream, redisURL, k)
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
 	ctx := context.Background()
 	var done atomic.Int64
 	var firstErr atomic.Value
