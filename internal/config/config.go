@@ -461,7 +461,7 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 			return nil, &Error{File: file, Msg: fmt.Sprintf("state: %v", err)}
 		}
 	}
-	if err := cfg.State.parse(cfg.Lookup); err != nil {
+	if err := cfg.State.parse(cfg.Dir, cfg.Lookup); err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}
 	}
 	if len(ff.HTTP) > 0 {

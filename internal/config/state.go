@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,6 +36,10 @@ type State struct {
 	// gateway share it, gateways that must not share state use different
 	// ones.
 	Prefix string `json:"prefix,omitempty"`
+	// CAFile is a PEM file of the CA that signed the server's certificate
+	// (rediss:// only), relative to the config; without it the system's
+	// roots are used.
+	CAFile string `json:"ca_file,omitempty"`
 	// Replica names this process in shared records (default: host name
 	// and process id).
 	Replica string `json:"replica,omitempty"`
@@ -46,11 +51,11 @@ func (s State) Shared() bool { return s.Backend == StateRedis }
 var statePrefix = regexp.MustCompile(`^[A-Za-z0-9_.:{}-]{1,64}$`)
 
 // parse validates s, fills in defaults and resolves $VAR in the URL.
-func (s *State) parse(lookup func(string) (string, bool)) error {
+func (s *State) parse(dir string, lookup func(string) (string, bool)) error {
 	switch s.Backend {
 	case "", StateMemory:
-		if s.URL != "" || s.Prefix != "" {
-			return fmt.Errorf(`state: "url" and "prefix" need "backend": "redis"`)
+		if s.URL != "" || s.Prefix != "" || s.CAFile != "" {
+			return fmt.Errorf(`state: "url", "prefix" and "ca_file" need "backend": "redis"`)
 		}
 		s.Backend = StateMemory
 	case StateRedis:
@@ -70,6 +75,17 @@ func (s *State) parse(lookup func(string) (string, bool)) error {
 		}
 		if !statePrefix.MatchString(s.Prefix) {
 			return fmt.Errorf("state.prefix %q: want 1 to 64 letters, digits or _.:{}-", s.Prefix)
+		}
+		if s.CAFile != "" {
+			if !strings.HasPrefix(u, "rediss://") {
+				return fmt.Errorf("state.ca_file: only for a rediss:// (TLS) url")
+			}
+			if !filepath.IsAbs(s.CAFile) {
+				s.CAFile = filepath.Join(dir, s.CAFile)
+			}
+			if _, err := os.Stat(s.CAFile); err != nil {
+				return fmt.Errorf("state.ca_file: %v", err)
+			}
 		}
 	default:
 		return fmt.Errorf(`state.backend %q: want "memory" or "redis"`, s.Backend)

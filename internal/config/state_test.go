@@ -26,7 +26,7 @@ func TestStateConfig(t *testing.T) {
 	bad := []struct{ body, want string }{
 		{`{"backend": "etcd"}`, `state.backend "etcd": want "memory" or "redis"`},
 		{`{"backend": "redis"}`, `"backend": "redis" needs "url"`},
-		{`{"url": "redis://h:6379"}`, `"url" and "prefix" need "backend": "redis"`},
+		{`{"url": "redis://h:6379"}`, `"url", "prefix" and "ca_file" need "backend": "redis"`},
 		{`{"backend": "redis", "url": "http://h:6379"}`, `scheme "http": want redis:// or rediss://`},
 		{`{"backend": "redis", "url": "redis://:pw@/0"}`, `no host`},
 		{`{"backend": "redis", "url": "redis://:pw@h:99999"}`, `bad port "99999"`},
@@ -36,6 +36,8 @@ func TestStateConfig(t *testing.T) {
 		{`{"backend": "redis", "url": "redis://h", "prefix": "a b"}`, `state.prefix "a b"`},
 		{`{"backend": "redis", "url": "redis://h", "replica": "a b"}`, `state.replica "a b"`},
 		{`{"backend": "redis", "uri": "redis://h"}`, `state: unknown key "uri"`},
+		{`{"backend": "redis", "url": "redis://h", "ca_file": "ca.pem"}`, `ca_file: only for a rediss://`},
+		{`{"backend": "redis", "url": "rediss://h", "ca_file": "missing.pem"}`, `state.ca_file:`},
 	}
 	for _, c := range bad {
 		_, err := Parse([]byte(`{"mcpServers": {}, "state": `+c.body+`}`), "c.json", nil)

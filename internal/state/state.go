@@ -16,10 +16,12 @@ package state
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,6 +67,17 @@ func Open(ctx context.Context, cfg config.State, log *slog.Logger) (*Backend, er
 	}
 	if opts.TLSConfig != nil && opts.TLSConfig.MinVersion < tls.VersionTLS12 {
 		opts.TLSConfig.MinVersion = tls.VersionTLS12
+	}
+	if cfg.CAFile != "" && opts.TLSConfig != nil {
+		pemData, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("state.ca_file: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pemData) {
+			return nil, fmt.Errorf("state.ca_file %s: no PEM certificate in it", cfg.CAFile)
+		}
+		opts.TLSConfig.RootCAs = pool
 	}
 	if opts.DialTimeout == 5*time.Second { // go-redis' default: not set in the URL
 		opts.DialTimeout = dialTimeout

@@ -6,7 +6,15 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -33,6 +41,7 @@ type Server struct {
 	dir  string
 	tb   testing.TB // nil when launched outside a test
 	args []string
+	tls  bool // the server speaks TLS only (StartTLS)
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -103,12 +112,15 @@ func (s *Server) start() error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{
-		"--port", port, "--bind", host, "--dir", s.dir,
+	portArgs := []string{"--port", port}
+	if s.tls {
+		portArgs = []string{"--port", "0", "--tls-port", port}
+	}
+	args := append(append(portArgs, "--bind", host, "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 		"--protected-mode", "yes",
-	}, s.args...)
+	), s.args...)
 	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %v", err)
@@ -123,7 +135,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server on %s exited: %v\n%s", s.Addr, err, tail(string(log)))
 		default:
 		}
-		if ping(s.Addr) == nil {
+		if s.ping() == nil {
 			s.mu.Lock()
 			s.cmd = cmd
 			s.mu.Unlock()
@@ -138,8 +150,18 @@ func (s *Server) start() error {
 }
 
 // ping sends PING and waits for +PONG.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+func ping(addr string) error { return (&Server{Addr: addr}).ping() }
+
+// ping sends PING and waits for an answer: +PONG, or an error such as
+// NOAUTH from a server that wants a password (it answers all the same).
+func (s *Server) ping() error {
+	var c net.Conn
+	var err error
+	if s.tls {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", s.Addr, &tls.Config{InsecureSkipVerify: true})
+	} else {
+		c, err = net.DialTimeout("tcp", s.Addr, time.Second)
+	}
 	if err != nil {
 		return err
 	}
@@ -152,10 +174,84 @@ func ping(addr string) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
+	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
+}
+
+// StartTLS starts a server that speaks only TLS, with a certificate for
+// 127.0.0.1 issued by a CA of its own (written to the returned PEM file)
+// and password as its password ("" for none). Its URL is rediss://.
+func StartTLS(tb testing.TB, password string) (s *Server, caFile string) {
+	tb.Helper()
+	dir := tb.TempDir()
+	ca, cert, key, err := makeCerts(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	args := []string{"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"}
+	if password != "" {
+		args = append(args, "--requirepass", password)
+	}
+	if _, err := Binary(); err != nil {
+		tb.Fatal(err)
+	}
+	s = &Server{dir: dir, args: args, tls: true, tb: tb}
+	for range 5 {
+		if s.Addr, err = freeAddr(); err != nil {
+			continue
+		}
+		if err = s.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(s.Stop)
+	return s, ca
+}
+
+// makeCerts writes a CA and a server certificate for 127.0.0.1 it signed.
+func makeCerts(dir string) (ca, cert, key string, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", "", err
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redistest CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return "", "", "", err
+	}
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", "", err
+	}
+	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caTmpl, &srvKey.PublicKey, caKey)
+	if err != nil {
+		return "", "", "", err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(srvKey)
+	if err != nil {
+		return "", "", "", err
+	}
+	ca, cert, key = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for _, f := range []struct {
+		path, typ string
+		der       []byte
+	}{{ca, "CERTIFICATE", caDER}, {cert, "CERTIFICATE", srvDER}, {key, "EC PRIVATE KEY", keyDER}} {
+		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o600); err != nil {
+			return "", "", "", err
+		}
+	}
+	return ca, cert, key, nil
 }
 
 // Stop kills the server (it keeps nothing). Safe to call twice.
