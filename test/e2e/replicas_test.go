@@ -5,6 +5,7 @@ package e2e
 // by stateless SDK clients (protocol 2026-07-28: no session to stick to).
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -409,4 +410,119 @@ func TestReplicasRunTimeLoad(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// sticky is a load balancer for stateful sessions: it learns each
+// session's replica from the Mcp-Session-Id of the response that created
+// it (as HAProxy's stick store-response does) and sends the session's
+// requests there; requests without a session, or whose replica is down,
+// go round-robin.
+type sticky struct {
+	targets []*url.URL
+	next    atomic.Uint64
+	mu      sync.Mutex
+	owner   map[string]*url.URL
+	down    map[string]bool
+}
+
+func stickyBalancer(t *testing.T, rs []*replica) (*sticky, string) {
+	t.Helper()
+	s := &sticky{owner: map[string]*url.URL{}, down: map[string]bool{}}
+	for _, r := range rs {
+		u, err := url.Parse(strings.TrimSuffix(r.URL, "/mcp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.targets = append(s.targets, u)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			s.mu.Lock()
+			u := s.owner[pr.In.Header.Get("Mcp-Session-Id")]
+			if u == nil || s.down[u.Host] {
+				for {
+					u = s.targets[(s.next.Add(1)-1)%uint64(len(s.targets))]
+					if !s.down[u.Host] {
+						break
+					}
+				}
+			}
+			s.mu.Unlock()
+			pr.SetURL(u)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+				s.mu.Lock()
+				if _, known := s.owner[id]; !known {
+					u := *resp.Request.URL
+					u.Path = ""
+					s.owner[id] = &u
+				}
+				s.mu.Unlock()
+			}
+			return nil
+		},
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return s, srv.URL + "/mcp"
+}
+
+func (s *sticky) markDown(r *replica) {
+	u, _ := url.Parse(r.URL)
+	s.mu.Lock()
+	s.down[u.Host] = true
+	s.mu.Unlock()
+}
+
+// TestReplicasStickySessions: stateful sessions behind a balancer that
+// learns the session id (the documented setup); their discovery records
+// are in Redis. When a session's replica dies, its next request reaches
+// another replica, which answers 404 for the unknown session as the
+// specification says; the client starts a new session there and carries on.
+func TestReplicasStickySessions(t *testing.T) {
+	rd := redistest.Start(t)
+	cfg := replicaConfig(t, rd.URL(), everythingOnly(), nil, nil)
+	rs := startReplicas(t, cfg, 3)
+	lb, endpoint := stickyBalancer(t, rs)
+
+	cs := connectHTTP(t, endpoint, "2025-11-25")
+	if cs.ID() == "" {
+		t.Fatal("no stateful session")
+	}
+	wantRefused(t, "call before search", callTool(t, cs, "everything__echo", map[string]any{"message": "x"}), "search_tools")
+	if got := search(t, cs, "echo a message back", 1); !slices.Contains(got, "everything__echo") {
+		t.Fatalf("search = %v", got)
+	}
+	for i := range 3 {
+		wantOK(t, fmt.Sprintf("call %d in the session", i), callTool(t, cs, "everything__echo", map[string]any{"message": "sticky"}), "sticky")
+	}
+	if n := rd.Backend(t, "probe").Client.Keys(context.Background(), "e2e:gate:*").Val(); len(n) == 0 {
+		t.Fatal("no discovery record of the session in Redis")
+	}
+
+	lb.mu.Lock()
+	owner := lb.owner[cs.ID()]
+	lb.mu.Unlock()
+	var victim *replica
+	for _, r := range rs {
+		if strings.Contains(r.URL, owner.Host) {
+			victim = r
+		}
+	}
+	if victim == nil {
+		t.Fatalf("the balancer did not learn the session's replica (%v)", owner)
+	}
+	_ = syscall.Kill(-victim.cmd.Process.Pid, syscall.SIGKILL)
+	lb.markDown(victim)
+	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "everything__echo", "arguments": map[string]any{"message": "x"}}})
+	if err == nil {
+		t.Fatal("a call in the dead replica's session succeeded on another replica")
+	}
+	t.Logf("the dead replica's session, on another replica: %v", err)
+	cs2 := connectHTTP(t, endpoint, "2025-11-25")
+	if got := search(t, cs2, "echo a message back", 1); !slices.Contains(got, "everything__echo") {
+		t.Fatalf("search in the new session = %v", got)
+	}
+	wantOK(t, "call in the new session", callTool(t, cs2, "everything__echo", map[string]any{"message": "again"}), "again")
 }
