@@ -155,21 +155,22 @@ func (f *Flow) CallFilter() extension.CallFilter { return f.check }
 // cannot answer (shared state unreachable) refuses the call: a flow that
 // cannot be checked is not waved through.
 func (f *Flow) check(ctx context.Context, c *extension.CallRequest) error {
-	cl := f.classify(c.ToolName, c.Tool, c.Def, c.Arguments)
-	cat := cl.category
-	now := f.now()
+	var r ReadRecord
+	var ok bool
+	var err error
+	var cl classification
+	var st Step
+	if cmd, note, pre := state.Prefetched(ctx, f); pre {
+		// Decided on what the script was run with.
+		p := note.(prefetched)
+		cl, st = p.cl, p.st
+		r, ok, err = f.store.(*redisStore).result(cmd)
+	} else {
+		cl, st = f.step(c)
+		r, ok, err = f.store.Step(ctx, sessionKey(c), st)
+	}
+	cat, now := cl.category, st.At
 	rts, csf := f.cfg.ReadThenSend, f.cfg.CrossServerFlow
-	keep := max(rts.window, csf.window)
-	var block time.Duration
-	if cat == Send && rts.on && rts.Action == "block" {
-		block = max(block, rts.window)
-	}
-	if cat != Read && csf.on && csf.Action == "block" {
-		block = max(block, csf.window)
-	}
-	r, ok, err := f.store.Step(ctx, c.Session+"\x00"+c.Principal, Step{
-		Server: c.ServerName, Tool: c.ToolName, At: now, Source: cl.source, BlockWithin: block, Keep: keep,
-	})
 	if err != nil {
 		f.log.Error("cross-server flow could not be decided; refusing the call", "server", c.ServerName, "error", err)
 		return &extension.Denial{
@@ -206,6 +207,41 @@ func (f *Flow) check(ctx context.Context, c *extension.CallRequest) error {
 		})
 	}
 	return nil
+}
+
+// step classifies a call and says what the store is to do with it.
+func (f *Flow) step(c *extension.CallRequest) (classification, Step) {
+	cl := f.classify(c.ToolName, c.Tool, c.Def, c.Arguments)
+	cat := cl.category
+	rts, csf := f.cfg.ReadThenSend, f.cfg.CrossServerFlow
+	var block time.Duration
+	if cat == Send && rts.on && rts.Action == "block" {
+		block = max(block, rts.window)
+	}
+	if cat != Read && csf.on && csf.Action == "block" {
+		block = max(block, csf.window)
+	}
+	return cl, Step{Server: c.ServerName, Tool: c.ToolName, At: f.now(), Source: cl.source, BlockWithin: block, Keep: max(rts.window, csf.window)}
+}
+
+func sessionKey(c *extension.CallRequest) string { return c.Session + "\x00" + c.Principal }
+
+// PrefetchCall queues the call's flow script with the other filters'
+// (state.CallBatch): one Redis round trip for all of them.
+func (f *Flow) PrefetchCall(_ context.Context, c *extension.CallRequest, batch *state.CallBatch) {
+	r, ok := f.store.(*redisStore)
+	if !ok {
+		return
+	}
+	cl, st := f.step(c)
+	keys, args := r.script(sessionKey(c), st)
+	batch.Queue(f, prefetched{cl, st}, r.b, stepScript, keys, args...)
+}
+
+// prefetched is what a prefetched script was run with.
+type prefetched struct {
+	cl classification
+	st Step
 }
 
 func (f *Flow) fire(ctx context.Context, c *extension.CallRequest, rule, severity, action string, cl classification, r ReadRecord) error {

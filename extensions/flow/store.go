@@ -156,12 +156,23 @@ type redisStore struct{ b *state.Backend }
 func NewRedisStore(b *state.Backend) Store { return &redisStore{b: b} }
 
 func (r *redisStore) Step(ctx context.Context, key string, st Step) (ReadRecord, bool, error) {
+	keys, args := r.script(key, st)
+	return r.result(stepScript.Run(ctx, r.b.Client, keys, args...))
+}
+
+// script is the keys and arguments of stepScript for one call.
+func (r *redisStore) script(key string, st Step) ([]string, []any) {
 	src := "0"
 	if st.Source {
 		src = "1"
 	}
-	res, err := stepScript.Run(ctx, r.b.Client, []string{r.b.Key("flow", key)},
-		st.At.UnixMicro(), st.Server, st.Tool, src, st.BlockWithin.Microseconds(), st.Keep.Microseconds()).StringSlice()
+	return []string{r.b.Key("flow", key)},
+		[]any{st.At.UnixMicro(), st.Server, st.Tool, src, st.BlockWithin.Microseconds(), st.Keep.Microseconds()}
+}
+
+// result reads stepScript's answer.
+func (r *redisStore) result(cmd *redis.Cmd) (ReadRecord, bool, error) {
+	res, err := cmd.StringSlice()
 	if err != nil {
 		return ReadRecord{}, false, r.b.Err(err)
 	}

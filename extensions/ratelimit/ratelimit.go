@@ -143,7 +143,13 @@ func (l *Limiter) burstEnabled() bool { return l.cfg.Burst.Enabled == nil || *l.
 // the call: a limit that cannot be checked is not waived.
 func (l *Limiter) check(ctx context.Context, c *extension.CallRequest) error {
 	lim := l.limit(c.ServerName)
-	d, err := l.store.Take(ctx, key(c), lim, l.now())
+	var d Decision
+	var err error
+	if cmd, _, ok := state.Prefetched(ctx, l); ok {
+		d, err = l.store.(*redisStore).decision(cmd)
+	} else {
+		d, err = l.store.Take(ctx, key(c), lim, l.now())
+	}
 	if err != nil {
 		l.log.Error("rate limit could not be decided; refusing the call", "server", c.ServerName, "error", err)
 		return &extension.Denial{
@@ -160,6 +166,17 @@ func (l *Limiter) check(ctx context.Context, c *extension.CallRequest) error {
 		return l.deny(ctx, c, "rate_limits.calls_per_minute", fmt.Sprintf("server %q is limited to %g calls per minute", c.ServerName, lim.Rate*60), d.RetryAfter)
 	}
 	return nil
+}
+
+// PrefetchCall queues the call's decision script with the other filters'
+// (state.CallBatch): one Redis round trip for all of them.
+func (l *Limiter) PrefetchCall(_ context.Context, c *extension.CallRequest, batch *state.CallBatch) {
+	r, ok := l.store.(*redisStore)
+	if !ok {
+		return
+	}
+	keys, args := r.script(key(c), l.limit(c.ServerName), l.now())
+	batch.Queue(l, nil, r.b, takeScript, keys, args...)
 }
 
 // limit is what server's calls are allowed.

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"math"
 	"strconv"
 	"sync"
@@ -136,16 +137,30 @@ type redisStore struct {
 func NewRedisStore(b *state.Backend) Store { return &redisStore{b: b} }
 
 func (r *redisStore) Take(ctx context.Context, k string, lim Limit, now time.Time) (Decision, error) {
+	keys, args := r.script(k, lim, now)
+	return r.decision(takeScript.Run(ctx, r.b.Client, keys, args...))
+}
+
+// script is the keys and arguments of takeScript for one call.
+func (r *redisStore) script(k string, lim Limit, now time.Time) ([]string, []any) {
 	us := now.UnixMicro()
 	interval := int64(0)
 	if lim.Rate > 0 {
 		interval = int64(math.Round(1e6 / lim.Rate))
 	}
 	member := strconv.FormatInt(us, 36) + "-" + r.b.Replica() + "-" + strconv.FormatUint(r.seq.Add(1), 36)
-	res, err := takeScript.Run(ctx, r.b.Client, []string{r.b.Key("rl", k, "gcra"), r.b.Key("rl", k, "burst")},
-		us, interval, lim.Burst, lim.BurstCalls, lim.BurstWindow.Microseconds(), member).Int64Slice()
+	return []string{r.b.Key("rl", k, "gcra"), r.b.Key("rl", k, "burst")},
+		[]any{us, interval, lim.Burst, lim.BurstCalls, lim.BurstWindow.Microseconds(), member}
+}
+
+// decision reads takeScript's answer.
+func (r *redisStore) decision(cmd *redis.Cmd) (Decision, error) {
+	res, err := cmd.Int64Slice()
 	if err != nil {
 		return Decision{}, r.b.Err(err)
+	}
+	if len(res) != 3 {
+		return Decision{}, fmt.Errorf("rate_limits: unexpected answer %v from Redis", res)
 	}
 	d := Decision{Count: int(res[1]), RetryAfter: time.Duration(res[2]) * time.Microsecond}
 	switch res[0] {

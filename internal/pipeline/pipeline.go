@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // Pipeline is an immutable set of provisioned extensions and their filters.
@@ -26,6 +27,9 @@ type Pipeline struct {
 	load     []stage[extension.LoadFilter]
 	response []stage[extension.ResponseFilter]
 	list     []stage[extension.ListFilter]
+	// prefetch are the call filters deciding on shared state, asked for
+	// their scripts before a call's filters run (see state.CallBatch).
+	prefetch []state.CallPrefetcher
 }
 
 type stage[F any] struct {
@@ -90,6 +94,9 @@ func Build(ctx context.Context, log *slog.Logger, host func(id string) extension
 		}
 		if f := e.CallFilter(); f != nil {
 			p.call = append(p.call, stage[extension.CallFilter]{id, f})
+			if pf, ok := e.(state.CallPrefetcher); ok {
+				p.prefetch = append(p.prefetch, pf)
+			}
 		}
 		if f := e.LoadFilter(); f != nil {
 			p.load = append(p.load, stage[extension.LoadFilter]{id, f})
@@ -134,6 +141,17 @@ func (p *Pipeline) Search(ctx context.Context, req *extension.SearchRequest, res
 
 // Call runs the call filters; a non-nil error is a *extension.Denial.
 func (p *Pipeline) Call(ctx context.Context, req *extension.CallRequest) error {
+	// What the filters need from the shared state, in one round trip.
+	if len(p.prefetch) > 0 {
+		var batch state.CallBatch
+		for _, pf := range p.prefetch {
+			pf.PrefetchCall(ctx, req, &batch)
+		}
+		if batch.Len() > 0 {
+			batch.Exec(ctx)
+			ctx = state.WithBatch(ctx, &batch)
+		}
+	}
 	for _, s := range p.call {
 		if err := safe(func() error { return s.f(ctx, req) }); err != nil {
 			return p.denial(s.id, "call", err)
