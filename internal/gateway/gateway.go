@@ -33,6 +33,7 @@ import (
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/search"
 	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/state"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -117,6 +118,13 @@ type Gateway struct {
 	// oauth holds the logins of "toolgate auth login"; nil without a
 	// state folder.
 	oauth *oauthclient.Source
+
+	// shared is the Redis state backend replicas share; nil for "memory".
+	shared *state.Backend
+	// replica names this replica in audit records ("" without shared
+	// state); stream mirrors them into Redis.
+	replica string
+	stream  *state.AuditStream
 }
 
 // listState serialises the listing of one server, remembers which start
@@ -130,7 +138,7 @@ type listState struct {
 // New builds a gateway: it provisions the extensions (an extension that
 // fails stops startup), then connects every configured server concurrently.
 // A server that fails to start or list its tools is skipped with a warning.
-func New(ctx context.Context, opts Options) (*Gateway, error) {
+func New(ctx context.Context, opts Options) (_ *Gateway, err error) {
 	if opts.Config == nil {
 		return nil, errors.New("gateway: no config")
 	}
@@ -140,6 +148,23 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
 		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics()}
+	defer func() {
+		if err != nil {
+			g.closeShared()
+		}
+	}()
+	// With a shared state backend the discovery records, the token key and
+	// the extensions' decision state live in Redis (see internal/state).
+	if g.shared, err = state.Open(ctx, opts.Config.State, log.With("component", "state")); err != nil {
+		return nil, err
+	}
+	if g.shared != nil {
+		g.replica = g.shared.Replica()
+		g.cache.Share(g.shared)
+	}
+	if g.shared != nil && g.gate == nil {
+		g.gate = gate.NewRedis(g.shared, opts.Config.HTTP.SessionIdle())
+	}
 	if g.gate == nil {
 		g.gate = gate.NewMemory()
 	}
@@ -155,7 +180,12 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	g.idx = idx
 	g.setLimits(opts.Config.Limits)
 
-	key, err := gate.LoadOrCreateKey(filepath.Join(opts.StateDir, "gate.key"))
+	var key []byte
+	if g.shared != nil {
+		key, err = gate.SharedKey(ctx, g.shared)
+	} else {
+		key, err = gate.LoadOrCreateKey(filepath.Join(opts.StateDir, "gate.key"))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +208,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	host := func(id string) extension.Host {
 		return extension.Host{Logger: log.With("extension", extension.Name(id)), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit, Tools: g.toolRefs}
 	}
-	if g.pipe, err = pipeline.Build(ctx, log, host, builtins, opts.Extensions); err != nil {
+	if g.pipe, err = pipeline.Build(state.WithBackend(ctx, g.shared), log, host, builtins, opts.Extensions); err != nil {
 		return nil, err
 	}
 	g.buildCallPath()
@@ -222,6 +252,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if ign := opts.Config.Ignored; len(ign) > 0 {
 		log.Info("config: ignoring settings of other MCP clients", "keys", strings.Join(ign, ","))
 	}
+	g.followLoads()
 	if opts.StartInBackground {
 		// The client's context may be short (a request's); the startup
 		// lives as long as the gateway.
@@ -503,5 +534,19 @@ func (g *Gateway) Close() error {
 	if g.audit != nil {
 		errs = append(errs, g.audit.Close())
 	}
+	g.closeShared()
 	return errors.Join(errs...)
+}
+
+// closeShared closes the Redis client, once the extensions that use it are
+// closed.
+func (g *Gateway) closeShared() {
+	if g.stream != nil {
+		g.stream.Close()
+		g.stream = nil
+	}
+	if g.shared != nil {
+		_ = g.shared.Close()
+		g.shared = nil
+	}
 }

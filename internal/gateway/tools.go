@@ -652,5 +652,6 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (ListOut
 	}
 	g.emit(ctx, extension.Event{Type: audit.ServerLoaded, Session: req.Session, Server: req.ServerName, Action: "allow", Fields: map[string]any{"url": req.URL, "tools": out.Usable, "listed": out.Listed}})
 	g.log.Info("loaded server at run time", "server", req.ServerName, "tools", out.Usable, "listed", out.Listed)
+	g.shareLoad(ctx, req)
 	return out, nil
 }
