@@ -281,7 +281,6 @@ func fitLogistic(ins []instance, ys []bool) *logistic {
 	const (
 		epochs = 300
 		lr     = 0.02
-		l2     = 3e-3
 		b1, b2 = 0.9, 0.999
 	)
 	// Parameters: dim dense weights, nh hashed weights, the bias.
@@ -313,8 +312,11 @@ func fitLogistic(ins []instance, ys []bool) *logistic {
 			}
 			g[dim+nh] += e
 		}
-		for j := 0; j < dim+nh; j++ {
-			g[j] += l2 * w[j]
+		for j := 0; j < dim; j++ {
+			g[j] += l2Dense * w[j]
+		}
+		for j := dim; j < dim+nh; j++ {
+			g[j] += l2Hashed * w[j]
 		}
 		c1, c2 := 1-math.Pow(b1, float64(t)), 1-math.Pow(b2, float64(t))
 		for j := range g {
@@ -412,7 +414,11 @@ func docScore(m *logistic, f *featurized, i int) float64 {
 
 // targetFPR is the document-level false-positive rate the threshold is set
 // for, on out-of-fold scores of the training documents.
-const targetFPR = 0.005
+var targetFPR = 0.005
+
+// The L2 penalties of the dense (embedding and structural, standardised)
+// and hashed n-gram weights.
+var l2Dense, l2Hashed = 3e-3, 3e-3
 
 // fitWithThreshold trains on idx and picks the threshold from 5-fold
 // out-of-fold scores within idx: the lowest threshold at which at most
@@ -504,6 +510,7 @@ type learned struct {
 	outs     []doc
 	defF     *featurized
 	outF     *featurized
+	gate     *gateData
 	modelID  string
 	features []string
 }
@@ -517,6 +524,7 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	if l.outF, err = featurize(emb, outs); err != nil {
 		return nil, err
 	}
+	l.gate = gateFeaturize(outs)
 	emb.save()
 	return l, nil
 }
@@ -540,7 +548,7 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 		if err != nil {
 			panic(err)
 		}
-		m.Definition, m.Output = shipped.Definition, shipped.Output
+		m.Definition, m.Output, m.OutputGate = shipped.Definition, shipped.Output, shipped.OutputGate
 	}
 	if len(only) == 0 || only[0] == "definitions" {
 		dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs))
@@ -549,6 +557,8 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 	if len(only) == 0 || only[0] == "outputs" {
 		om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
 		m.Output = om.export(oth)
+		gm, gth := fitGate(l.gate, l.outs, pick(l.outs))
+		m.OutputGate = gm.export(gth)
 	}
 	return m
 }
@@ -578,4 +588,99 @@ func fmtCounts(name string, c counts, th float64) string {
 		s += fmt.Sprintf("  threshold %.3f", th)
 	}
 	return s
+}
+
+// gateData holds, per output document, the hashed n-grams of each screen
+// sentence (poison.ScreenSentences), and of each sentence of its injected
+// instruction: what the output gate is trained and measured on.
+type gateData struct {
+	sents  [][]instance
+	attack [][]instance
+}
+
+func gateFeaturize(docs []doc) *gateData {
+	g := &gateData{sents: make([][]instance, len(docs)), attack: make([][]instance, len(docs))}
+	grams := func(i int, text string) []instance {
+		var out []instance
+		for _, s := range poison.ScreenSentences(text) {
+			out = append(out, instance{x: []float32{}, grams: poison.Ngrams(s, hashBits), doc: i})
+		}
+		return out
+	}
+	for i, d := range docs {
+		g.sents[i] = grams(i, d.text)
+		if d.attack != "" {
+			g.attack[i] = grams(i, d.attack)
+		}
+	}
+	return g
+}
+
+// trainGate fits the lexical gate: positives are the sentences of injected
+// instructions, negatives the sentences of clean documents.
+func trainGate(g *gateData, docs []doc, idx []int) *logistic {
+	var xs []instance
+	var ys []bool
+	for _, i := range idx {
+		if docs[i].malicious {
+			for _, in := range g.attack[i] {
+				xs, ys = append(xs, in), append(ys, true)
+			}
+			continue
+		}
+		for _, in := range g.sents[i] {
+			xs, ys = append(xs, in), append(ys, false)
+		}
+	}
+	return fitLogistic(xs, ys)
+}
+
+// gateRecall is the share of attacked documents the gate must pass, on
+// out-of-fold scores of the training documents.
+const gateRecall = 0.99
+
+// fitGate trains the gate on idx and sets its threshold so that gateRecall
+// of the attacked training documents (out of fold) have a sentence at or
+// above it.
+func fitGate(g *gateData, docs []doc, idx []int) (*logistic, float64) {
+	const k = 5
+	var bad, clean []float64
+	docMax := func(m *logistic, i int) float64 {
+		s := 0.0
+		for _, in := range g.sents[i] {
+			s = max(s, m.score(in))
+		}
+		return s
+	}
+	for fold := 0; fold < k; fold++ {
+		var tr, te []int
+		for _, i := range idx {
+			if foldOf(docs[i].group, k) == fold {
+				te = append(te, i)
+			} else {
+				tr = append(tr, i)
+			}
+		}
+		m := trainGate(g, docs, tr)
+		for _, i := range te {
+			if docs[i].malicious {
+				bad = append(bad, docMax(m, i))
+			} else {
+				clean = append(clean, docMax(m, i))
+			}
+		}
+	}
+	slices.Sort(bad)
+	th := 0.5
+	if len(bad) > 0 {
+		th = bad[int((1-gateRecall)*float64(len(bad)))]
+	}
+	pass := 0
+	for _, c := range clean {
+		if c >= th {
+			pass++
+		}
+	}
+	fmt.Printf("  output gate: threshold %.4f passes %d of %d clean training outputs out of fold (%.3f)\n", th, pass, len(clean), float64(pass)/float64(max(len(clean), 1)))
+	return trainGate(g, docs, idx), th
 }

@@ -46,7 +46,15 @@ func main() {
 	structural := flag.Bool("structural", false, "run only the structural rules next to the classifier (config \"rules\": \"structural\"); the default keeps every rule, as poison.Build does")
 	onlyLOSO := flag.Bool("loso-only", false, "print only the leave-one-source-out estimates")
 	noLOSO := flag.Bool("no-loso", false, "skip the leave-one-source-out estimates")
+	fresh := flag.Bool("fresh", false, "train on all rows in memory and measure those weights instead of the committed ones (classifier.json is not written)")
+	losoOnly := flag.String("sources", "", "comma-separated sources to leave out in turn (default: every source)")
+	flag.Float64Var(&targetFPR, "target-fpr", targetFPR, "clean-document false-positive rate the threshold is chosen for, on out-of-fold training scores")
+	flag.Float64Var(&l2Hashed, "l2-hashed", l2Hashed, "L2 penalty on the hashed n-gram weights")
+	flag.Float64Var(&l2Dense, "l2", l2Dense, "L2 penalty on the embedding and structural weights (standardised)")
 	flag.Parse()
+	if *losoOnly != "" {
+		losoSources = strings.Split(*losoOnly, ",")
+	}
 	var cfg = map[string]poison.Config{}
 	for _, key := range []string{"tool_poisoning", "output_poisoning"} {
 		if *cfgPath != "" {
@@ -70,8 +78,9 @@ func main() {
 		log.Fatal(err)
 	}
 	here := filepath.Join("bench", "poisoning")
-	authDefs := mustLoad(filepath.Join(here, "authored_defs.jsonl"))
+	authDefs := append(mustLoad(filepath.Join(here, "authored_defs.jsonl")), mustLoad(filepath.Join(here, "authored2_defs.jsonl"))...)
 	authOuts := mustLoad(filepath.Join(here, "authored_outputs.jsonl"))
+	auth2Outs := mustLoad(filepath.Join(here, "authored2_outputs.jsonl"))
 	catalog := filepath.Join(filepath.Dir(*data), "retrieval", "tools.jsonl")
 	tools, err := loadTools(catalog)
 	if err != nil {
@@ -89,7 +98,7 @@ func main() {
 		for _, d := range defDocs(nil, authDefs) {
 			dc.add(d.malicious, det.ScanDefinition("", d.text, nil).Malicious)
 		}
-		for _, d := range compose(authOuts, "authored") {
+		for _, d := range append(compose(authOuts, "authored"), compose(auth2Outs, "authored2")...) {
 			oc.add(d.malicious, outDet.ScanOutput(d.text).Malicious)
 		}
 		fmt.Println(fmtCounts("authored definitions (training rows)", dc, -1))
@@ -102,7 +111,7 @@ func main() {
 		log.Fatalf("the classifier needs the MiniLM model: %v", err)
 	}
 	defer emb.save()
-	defs, outs := defDocs(devDefs, authDefs), outDocs(devOuts, authOuts)
+	defs, outs := defDocs(devDefs, authDefs), append(outDocs(devOuts, authOuts), compose(auth2Outs, "authored2")...)
 	// The real-tool catalogue is benign training data too (source
 	// "catalogue", one document per tool: its description and schema
 	// strings); its honest FPR is the leave-one-source-out figure.
@@ -138,9 +147,13 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	what := "the committed weights"
+	if *fresh {
+		shipped, what = l.models(func(doc) bool { return true }, "fresh"), "weights trained now"
+	}
 	opt := poison.Options{Embedder: emb, Models: shipped, AllRules: !*structural}
 	det, outDet := build(cfg, opt), buildOut(cfg, opt)
-	fmt.Printf("== shipped detector: classifier + %s (IN-SAMPLE on the development rows: the weights were trained on them)\n", map[bool]string{false: "every rule", true: "structural rules"}[*structural])
+	fmt.Printf("== shipped detector (%s): classifier + %s (IN-SAMPLE on the development rows: the weights were trained on them)\n", what, map[bool]string{false: "every rule", true: "structural rules"}[*structural])
 	runReport(det, outDet, devDefs, devOuts, tools, catalog, *data, *verbose)
 	heldout(det, outDet, devOuts, *verbose)
 	authoredHeldout(det, outDet, devOuts, *verbose)
@@ -286,6 +299,9 @@ func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) 
 			docs = l.outs
 		}
 		for _, src := range sources(docs) {
+			if losoSources != nil && !slices.Contains(losoSources, src) {
+				continue
+			}
 			keep := func(d doc) bool { return d.source != src }
 			if src == "catalogue" {
 				// The livemcpbench and azure dev rows are catalogue
@@ -330,6 +346,9 @@ func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) 
 		}
 	}
 }
+
+// losoSources limits the leave-one-source-out folds (flag -sources).
+var losoSources []string
 
 var catalogueDerived = map[string]bool{"catalogue": true, "livemcpbench": true, "azure-mcp-tool-description-evaluator": true, "npm-reference-servers": true}
 

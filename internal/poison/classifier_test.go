@@ -165,7 +165,7 @@ func TestClassifierCacheIsBounded(t *testing.T) {
 	}
 	c.limit = 64
 	for i := 0; i < c.limit+10; i++ {
-		if _, err := c.worst(KindOutput, fmt.Sprintf("text number %d here", i)); err != nil {
+		if _, err := c.worst(KindOutput, fmt.Sprintf("text number %d here", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,7 +173,7 @@ func TestClassifierCacheIsBounded(t *testing.T) {
 		t.Errorf("cache holds %d/%d entries, want %d", len(c.cache), len(c.order), c.limit)
 	}
 	// The oldest went first: the newest is still there, the first is not.
-	if _, err := c.worst(KindOutput, "text number 0 here"); err != nil || len(c.cache) != c.limit {
+	if _, err := c.worst(KindOutput, "text number 0 here", nil); err != nil || len(c.cache) != c.limit {
 		t.Fatal(err)
 	}
 }

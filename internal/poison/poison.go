@@ -213,6 +213,10 @@ type Options struct {
 	Embedder embed.Embedder
 	// Models are the classifier weights; nil uses the committed ones.
 	Models *Models
+	// NoScreen turns off the cheap first pass over outputs (the lexical
+	// gate): every output goes through the rules and the classifier. For
+	// measuring what the screen costs in recall.
+	NoScreen bool
 	// AllRules keeps every built-in rule next to the classifier. By default
 	// only the structural rules (hidden text, encodings, markup, shell
 	// syntax, exact exfiltration links) run with it.
@@ -223,6 +227,7 @@ type Options struct {
 // concurrent use.
 type Detector struct {
 	cls          *classifier
+	screen       bool // outputs pass the lexical screen first
 	rules        []*rule
 	defThreshold Severity
 	outThreshold Severity
@@ -317,6 +322,14 @@ func NewDetectorWith(cfg Config, opt Options) (*Detector, error) {
 	}
 	if disabled[CatClassifier] {
 		d.cls = nil
+	}
+	// The screen decides for every rule it does not know, so user patterns
+	// for outputs turn it off.
+	d.screen = d.cls != nil && d.cls.models.OutputGate != nil && !opt.NoScreen
+	for _, r := range d.rules {
+		if strings.HasPrefix(r.name, "custom:") && r.kinds&KindOutput != 0 {
+			d.screen = false
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -19,14 +19,27 @@ func (d *Detector) scanText(fs []Finding, kind Kind, path, text string) []Findin
 		if got, ok := d.cls.findings(key); ok {
 			return append(fs, got...)
 		}
-		got := d.scanTextUncached(nil, kind, path, text)
+		var got []Finding
+		if kind == KindOutput && d.screen {
+			// The cheap first pass: most results are plain data and end
+			// here, without rules or embeddings.
+			sr := screen(d.cls.models.OutputGate, d.cls.models.HashBits, clip(text, d.maxBytes))
+			if !sr.clean() {
+				got = d.scanTextUncached(nil, kind, path, text, &sr)
+			}
+		} else {
+			got = d.scanTextUncached(nil, kind, path, text, nil)
+		}
 		d.cls.storeFindings(key, got)
 		return append(fs, got...)
 	}
-	return d.scanTextUncached(fs, kind, path, text)
+	return d.scanTextUncached(fs, kind, path, text, nil)
 }
 
-func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string) []Finding {
+// scanTextUncached runs the rules and the classifier over one string. With
+// a screen result (outputs), the classifier embeds only the windows around
+// the sentences the screen marked.
+func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string, sr *screenResult) []Finding {
 	n := normalize(text, d.maxBytes)
 	if n.tags != "" {
 		fs = append(fs, newFinding(CatHiddenText, "unicode_tags", SeverityHigh, path, excerpt(n.tags, 0, min(len(n.tags), MaxContext))))
@@ -45,9 +58,15 @@ func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string) 
 	}
 	fs = d.scanNormalized(fs, kind, path, n.text)
 	if d.cls != nil {
-		fs = d.classify(fs, kind, path, n.text)
+		var parts []string
+		if sr != nil {
+			parts = sr.windows(clip(text, d.maxBytes))
+		}
+		if sr == nil || len(parts) > 0 {
+			fs = d.classify(fs, kind, path, n.text, parts)
+		}
 		if n.tags != "" {
-			fs = d.classify(fs, kind, path, n.tags)
+			fs = d.classify(fs, kind, path, n.tags, nil)
 		}
 	}
 	return fs
@@ -56,12 +75,15 @@ func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string) 
 // classify adds a classifier finding when the worst part of text reaches
 // the trained threshold. An embedding failure is reported as a low finding
 // (the rules still ran) rather than dropped silently.
-func (d *Detector) classify(fs []Finding, kind Kind, path, text string) []Finding {
+//
+// parts, when given, are the pieces of text to score (the screen's
+// windows); otherwise Parts(text).
+func (d *Detector) classify(fs []Finding, kind Kind, path, text string, parts []string) []Finding {
 	if len(strings.Fields(text)) < minClassifyWords {
 		// Type names, enum values and identifiers carry no instruction.
 		return fs
 	}
-	ps, err := d.cls.worst(kind, text)
+	ps, err := d.cls.worst(kind, text, parts)
 	if err != nil {
 		f := newFinding(CatClassifier, "classifier_error", SeverityLow, path, excerpt(err.Error(), 0, MaxContext))
 		f.Detector = "classifier"

@@ -1,0 +1,265 @@
+package poison
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// The cheap first pass over tool outputs. Embedding a 4 KB result costs
+// tens to hundreds of milliseconds, and the rules several more, while most
+// results are plain data. The screen reads the text once: it splits it into
+// sentences, scores each with a lexical model (hashed word n-grams only, the
+// output "gate" of classifier.json) and looks for the few characters and
+// markers the structural rules need. Only a text it marks goes through the
+// rules and the embedding classifier, and only the windows around the
+// sentences it marks are embedded.
+
+// forEachWord calls fn with each word of low (already ASCII-lower-cased):
+// the matches of [a-z0-9]+(?:['’][a-z]+)?, at most limit of them. It is the
+// tokeniser of the hashed n-grams, written out because a regular expression
+// costs microseconds per sentence.
+func forEachWord(low string, limit int, fn func(w string)) {
+	n := 0
+	for i := 0; i < len(low) && n < limit; {
+		if !isAlnum(low[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(low) && isAlnum(low[j]) {
+			j++
+		}
+		// An apostrophe (ASCII or U+2019) followed by letters belongs to
+		// the word: "don't", "it’s".
+		k := -1
+		if j < len(low) && low[j] == '\'' {
+			k = j + 1
+		} else if strings.HasPrefix(low[j:], "’") {
+			k = j + len("’")
+		}
+		if k > 0 && k < len(low) && isLetter(low[k]) {
+			for k < len(low) && isLetter(low[k]) {
+				k++
+			}
+			j = k
+		}
+		fn(low[i:j])
+		n++
+		i = j
+	}
+}
+
+func isAlnum(c byte) bool  { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' }
+
+const (
+	fnvOffset = 2166136261
+	fnvPrime  = 16777619
+)
+
+func fnvAdd(h uint32, s string) uint32 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * fnvPrime
+	}
+	return h
+}
+
+// appendGrams appends the hash buckets (of 2^bits) of the word unigrams and
+// bigrams of low to buf, sorted and without repeats.
+func appendGrams(buf []int, low string, bits int) []int {
+	mask := uint32(1)<<bits - 1
+	start := len(buf)
+	prev := ""
+	forEachWord(low, 256, func(w string) {
+		buf = append(buf, int(fnvAdd(fnvOffset, w)&mask))
+		if prev != "" {
+			h := fnvAdd(fnvAdd(fnvOffset, prev), " ")
+			buf = append(buf, int(fnvAdd(h, w)&mask))
+		}
+		prev = w
+	})
+	slices.Sort(buf[start:])
+	return append(buf[:start], slices.Compact(buf[start:])...)
+}
+
+// span is a sentence of a screened text: byte offsets into the text.
+type span struct{ start, end int }
+
+// maxSentenceBytes cuts run-on "sentences" (minified JSON, base64) so that
+// one window stays about the size the classifier was trained on.
+const maxSentenceBytes = 600
+
+// ScreenSentences splits text into the sentences the screen scores: at line
+// ends, at . ! ? followed by a space (a closing quote or bracket may come
+// between), at "|" and at "; ". Pieces are at most maxSentenceBytes.
+func ScreenSentences(text string) []string {
+	var out []string
+	for _, s := range sentenceSpans(text) {
+		out = append(out, text[s.start:s.end])
+	}
+	return out
+}
+
+func sentenceSpans(text string) []span {
+	var out []span
+	start := 0
+	emit := func(end int) {
+		for start < end && (text[start] == ' ' || text[start] == '\t' || text[start] == '\r') {
+			start++
+		}
+		e := end
+		for e > start && (text[e-1] == ' ' || text[e-1] == '\t' || text[e-1] == '\r') {
+			e--
+		}
+		for e-start > maxSentenceBytes {
+			cut := start + maxSentenceBytes
+			if i := strings.LastIndexByte(text[start:cut], ' '); i > maxSentenceBytes/2 {
+				cut = start + i
+			}
+			for cut > start && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			out = append(out, span{start, cut})
+			start = cut
+		}
+		if e > start {
+			out = append(out, span{start, e})
+		}
+		start = end + 1
+	}
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; c {
+		case '\n', '|':
+			emit(i)
+		case ';':
+			if i+1 < len(text) && (text[i+1] == ' ' || text[i+1] == '\n') {
+				emit(i)
+			}
+		case '.', '!', '?':
+			j := i + 1
+			for j < len(text) && (text[j] == '"' || text[j] == '\'' || text[j] == ')' || text[j] == ']') {
+				j++
+			}
+			if j == len(text) || text[j] == ' ' || text[j] == '\n' || text[j] == '\t' {
+				emit(j) // the stop stays with its sentence; the space goes
+				i = j
+			}
+		}
+	}
+	emit(len(text))
+	return out
+}
+
+// screenResult is what the first pass found in an output.
+type screenResult struct {
+	sents      []span
+	suspicious []int // indexes into sents whose gate score reaches the gate threshold
+	markers    bool  // characters or markers only the structural rules judge
+}
+
+func (r screenResult) clean() bool { return len(r.suspicious) == 0 && !r.markers }
+
+// screen scores every sentence of text with the gate model and looks for
+// structural markers.
+func screen(gate *LinearModel, bits int, text string) screenResult {
+	low := asciiLower(text)
+	r := screenResult{sents: sentenceSpans(low), markers: hasMarkers(low)}
+	var buf []int
+	for i, s := range r.sents {
+		buf = appendGrams(buf[:0], low[s.start:s.end], bits)
+		if gate.Score(nil, nil, buf) >= gate.Threshold {
+			r.suspicious = append(r.suspicious, i)
+		}
+	}
+	return r
+}
+
+// markerStrings are the literal starts of what the output rules that can
+// flag on their own look for (hidden_markup, markdown_exfil, reverse_shell);
+// their regular expressions run only when one of these is present.
+var markerStrings = []string{
+	"](", "{{", "<|", "/dev/tcp", "bash -i", "socat", "pty.spawn", "mkfifo", "nc ", "ncat", "netcat",
+}
+
+// markupWords follow "<" or "[" (after spaces and a slash) in the
+// hidden_markup rule.
+var markupWords = []string{"important", "system", "sys", "instruction", "hidden", "override", "im_start", "im_end", "inst", "admin"}
+
+// hasMarkers reports whether low (ASCII-lower-cased) holds anything the
+// structural output rules or the hidden-text checks could flag: a marker
+// string, a markup word after "<" or "[", or a non-ASCII character the
+// normaliser treats specially (tags, invisible or bidi characters,
+// full-width forms, Cyrillic or Greek letters).
+func hasMarkers(low string) bool {
+	for _, m := range markerStrings {
+		if strings.Contains(low, m) {
+			return true
+		}
+	}
+	for i := 0; i < len(low); i++ {
+		switch c := low[i]; {
+		case c == '<' || c == '[':
+			j := i + 1
+			for j < len(low) && (low[j] == ' ' || low[j] == '/') {
+				j++
+			}
+			for _, w := range markupWords {
+				if strings.HasPrefix(low[j:], w) {
+					return true
+				}
+			}
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRuneInString(low[i:])
+			if specialRune(r) {
+				return true
+			}
+			i += size - 1
+		}
+	}
+	return false
+}
+
+// specialRune: the characters normalize removes, counts or folds, and the
+// letters of the scripts the homoglyph rule looks for.
+func specialRune(r rune) bool {
+	switch {
+	case r >= 0xE0000 && r <= 0xE007F, // tags
+		r >= 0x200B && r <= 0x200F, r >= 0x202A && r <= 0x202E, r >= 0x2060 && r <= 0x2069,
+		r == 0xFEFF, r == 0x00AD, r == 0x180E,
+		r >= 0xFF01 && r <= 0xFF5E, // full-width
+		r >= 0x0370 && r <= 0x052F, // Greek, Cyrillic
+		r == utf8.RuneError:
+		return true
+	}
+	return false
+}
+
+// windows returns the parts the classifier embeds for the suspicious
+// sentences of a screened text: each such sentence, and it with its
+// neighbour on either side.
+func (r screenResult) windows(text string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(a, b int) {
+		s := strings.Join(strings.Fields(text[r.sents[a].start:r.sents[b].end]), " ")
+		s = clip(s, maxPartBytes)
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, i := range r.suspicious {
+		add(i, i)
+		if i > 0 {
+			add(i-1, i)
+		}
+		if i+1 < len(r.sents) {
+			add(i, i+1)
+		}
+		if len(out) >= maxParts {
+			break
+		}
+	}
+	return out
+}
