@@ -277,9 +277,8 @@ func fitLogistic(ins []instance, ys []bool) *logistic {
 			nneg++
 		}
 	}
-	wpos, wneg := 0.5/max(npos, 1), 0.5/max(nneg, 1)
+	wpos, wneg := posWeight/max(npos, 1), (1-posWeight)/max(nneg, 1)
 	const (
-		epochs = 300
 		lr     = 0.02
 		b1, b2 = 0.9, 0.999
 	)
@@ -393,7 +392,7 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 				best, bs = j, s
 			}
 		}
-		if f.whole[i] >= 0 && f.whole[i] != best {
+		if milWhole && f.whole[i] >= 0 && f.whole[i] != best {
 			xs, ys = append(xs, f.parts[i][f.whole[i]]), append(ys, true)
 		}
 		if best >= 0 {
@@ -414,11 +413,21 @@ func docScore(m *logistic, f *featurized, i int) float64 {
 
 // targetFPR is the document-level false-positive rate the threshold is set
 // for, on out-of-fold scores of the training documents.
-var targetFPR = 0.005
+var targetFPR = 0.01
 
 // The L2 penalties of the dense (embedding and structural, standardised)
 // and hashed n-gram weights.
-var l2Dense, l2Hashed = 3e-3, 3e-3
+var l2Dense, l2Hashed = 3e-2, 3e-2
+
+// epochs of full-batch Adam, and the share of the loss carried by the
+// positive instances (0.5: classes balanced).
+var (
+	// milWhole keeps a malicious definition's whole text as a positive in
+	// the second round, next to its worst part.
+	milWhole  = true
+	epochs    = 150
+	posWeight = 0.5
+)
 
 // fitWithThreshold trains on idx and picks the threshold from 5-fold
 // out-of-fold scores within idx: the lowest threshold at which at most
@@ -619,6 +628,11 @@ func gateFeaturize(docs []doc) *gateData {
 // trainGate fits the lexical gate: positives are the sentences of injected
 // instructions, negatives the sentences of clean documents.
 func trainGate(g *gateData, docs []doc, idx []int) *logistic {
+	// The gate has only the n-grams to go on: it gets its own, lighter
+	// penalty so that instruction words can carry large weights.
+	saved := l2Hashed
+	l2Hashed = l2Gate
+	defer func() { l2Hashed = saved }()
 	var xs []instance
 	var ys []bool
 	for _, i := range idx {
@@ -637,7 +651,10 @@ func trainGate(g *gateData, docs []doc, idx []int) *logistic {
 
 // gateRecall is the share of attacked documents the gate must pass, on
 // out-of-fold scores of the training documents.
-const gateRecall = 0.99
+const gateRecall = 0.95
+
+// l2Gate is the L2 penalty of the gate's n-gram weights.
+var l2Gate = 1e-3
 
 // fitGate trains the gate on idx and sets its threshold so that gateRecall
 // of the attacked training documents (out of fold) have a sentence at or
@@ -682,5 +699,17 @@ func fitGate(g *gateData, docs []doc, idx []int) (*logistic, float64) {
 		}
 	}
 	fmt.Printf("  output gate: threshold %.4f passes %d of %d clean training outputs out of fold (%.3f)\n", th, pass, len(clean), float64(pass)/float64(max(len(clean), 1)))
+	if debugThresholds {
+		for _, r := range []float64{0.99, 0.97, 0.95, 0.9, 0.8} {
+			t := bad[int((1-r)*float64(len(bad)))]
+			n := 0
+			for _, c := range clean {
+				if c >= t {
+					n++
+				}
+			}
+			fmt.Printf("    gate at attacked-document recall %.2f: threshold %.4f, clean passed %d of %d\n", r, t, n, len(clean))
+		}
+	}
 	return trainGate(g, docs, idx), th
 }

@@ -51,7 +51,14 @@ func main() {
 	flag.Float64Var(&targetFPR, "target-fpr", targetFPR, "clean-document false-positive rate the threshold is chosen for, on out-of-fold training scores")
 	flag.Float64Var(&l2Hashed, "l2-hashed", l2Hashed, "L2 penalty on the hashed n-gram weights")
 	flag.Float64Var(&l2Dense, "l2", l2Dense, "L2 penalty on the embedding and structural weights (standardised)")
+	flag.IntVar(&epochs, "epochs", epochs, "epochs of full-batch Adam")
+	flag.Float64Var(&posWeight, "pos-weight", posWeight, "share of the training loss carried by the positive instances")
+	flag.BoolVar(&milWhole, "mil-whole", milWhole, "keep a malicious definition's whole text as a positive in the second round")
+	flag.Float64Var(&l2Gate, "l2-gate", l2Gate, "L2 penalty on the output gate's n-gram weights")
+	flag.BoolVar(&noScreen, "no-screen", false, "scan every output fully (rules and every part embedded), without the lexical screen")
+	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
+	losoKinds = strings.Split(*kindsFlag, ",")
 	if *losoOnly != "" {
 		losoSources = strings.Split(*losoOnly, ",")
 	}
@@ -128,8 +135,8 @@ func main() {
 	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
 
 	if *doTrain {
-		note := "go run ./bench/poisoning -train: logistic regression (standardised inputs, L2 3e-3, full-batch Adam lr 0.02, 300 epochs, two multiple-instance rounds) over " +
-			emb.ModelID() + " part embeddings + 12 structural features + 2^14 hashed word uni/bigrams; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools); threshold: 5-fold out-of-fold clean-document FPR <= " + fmt.Sprint(targetFPR) + " on the training rows"
+		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -l2 %g -l2-hashed %g -pos-weight %g -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate: the hashed n-grams alone, threshold passing %g of attacked training outputs out of fold; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + bench/poisoning/authored2_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools); threshold: 5-fold out-of-fold clean-document FPR <= %g on the training rows",
+			targetFPR, l2Dense, l2Hashed, posWeight, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, gateRecall, targetFPR)
 		m := l.models(func(doc) bool { return true }, note)
 		path := filepath.Join("internal", "poison", "classifier.json")
 		if err := writeModels(path, m); err != nil {
@@ -171,6 +178,7 @@ func mustLoad(path string) []row {
 }
 
 func build(cfg map[string]poison.Config, opt poison.Options) *poison.Detector {
+	opt.NoScreen = noScreen
 	d, err := poison.NewDetectorWith(cfg["tool_poisoning"], opt)
 	if err != nil {
 		log.Fatal(err)
@@ -179,6 +187,7 @@ func build(cfg map[string]poison.Config, opt poison.Options) *poison.Detector {
 }
 
 func buildOut(cfg map[string]poison.Config, opt poison.Options) *poison.Detector {
+	opt.NoScreen = noScreen
 	d, err := poison.NewDetectorWith(cfg["output_poisoning"], opt)
 	if err != nil {
 		log.Fatal(err)
@@ -293,7 +302,7 @@ func topFinding(v poison.Verdict) string {
 func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) {
 	fmt.Printf("\n== leave-one-source-out (train without the source, threshold from the other sources' out-of-fold scores, test on it)\n")
 	fmt.Printf("%-40s %5s %5s %5s %5s  %9s %6s %6s\n", "held-out source", "n", "TP", "FP", "FN", "precision", "recall", "FPR")
-	for _, kind := range []string{"definitions", "outputs"} {
+	for _, kind := range losoKinds {
 		docs := l.defs
 		if kind == "outputs" {
 			docs = l.outs
@@ -349,6 +358,12 @@ func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) 
 
 // losoSources limits the leave-one-source-out folds (flag -sources).
 var losoSources []string
+
+// noScreen turns the output screen off in every detector built here.
+var noScreen bool
+
+// losoKinds are the kinds the folds cover (flag -kinds).
+var losoKinds []string
 
 var catalogueDerived = map[string]bool{"catalogue": true, "livemcpbench": true, "azure-mcp-tool-description-evaluator": true, "npm-reference-servers": true}
 

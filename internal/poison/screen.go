@@ -154,8 +154,9 @@ func sentenceSpans(text string) []span {
 // screenResult is what the first pass found in an output.
 type screenResult struct {
 	sents      []span
-	suspicious []int // indexes into sents whose gate score reaches the gate threshold
-	markers    bool  // characters or markers only the structural rules judge
+	suspicious []int     // indexes into sents whose gate score reaches the gate threshold, highest first
+	scores     []float64 // gate score of each suspicious sentence
+	markers    bool      // characters or markers only the structural rules judge
 }
 
 func (r screenResult) clean() bool { return len(r.suspicious) == 0 && !r.markers }
@@ -168,18 +169,46 @@ func screen(gate *LinearModel, bits int, text string) screenResult {
 	var buf []int
 	for i, s := range r.sents {
 		buf = appendGrams(buf[:0], low[s.start:s.end], bits)
-		if gate.Score(nil, nil, buf) >= gate.Threshold {
+		if sc := gate.Score(nil, nil, buf); sc >= gate.Threshold {
 			r.suspicious = append(r.suspicious, i)
+			r.scores = append(r.scores, sc)
 		}
 	}
+	// Highest first, so that the windows embedded are those of the most
+	// instruction-like sentences.
+	idx := make([]int, len(r.suspicious))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmpDesc(r.scores[a], r.scores[b]) })
+	sus, scs := make([]int, len(idx)), make([]float64, len(idx))
+	for i, j := range idx {
+		sus[i], scs[i] = r.suspicious[j], r.scores[j]
+	}
+	r.suspicious, r.scores = sus, scs
 	return r
 }
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+// maxScreenSentences bounds the sentences whose windows are embedded for
+// one output (three windows each): an output with many instruction-like
+// sentences costs at most a dozen embeddings.
+const maxScreenSentences = 4
 
 // markerStrings are the literal starts of what the output rules that can
 // flag on their own look for (hidden_markup, markdown_exfil, reverse_shell);
 // their regular expressions run only when one of these is present.
 var markerStrings = []string{
-	"](", "{{", "<|", "/dev/tcp", "bash -i", "socat", "pty.spawn", "mkfifo", "nc ", "ncat", "netcat",
+	"](", "{{", "<|", "/dev/tcp", "bash -i", "socat", "pty.spawn", "mkfifo", " nc ", "ncat", "netcat",
 }
 
 // markupWords follow "<" or "[" (after spaces and a slash) in the
@@ -249,16 +278,16 @@ func (r screenResult) windows(text string) []string {
 			out = append(out, s)
 		}
 	}
-	for _, i := range r.suspicious {
+	for n, i := range r.suspicious {
+		if n == maxScreenSentences {
+			break
+		}
 		add(i, i)
 		if i > 0 {
 			add(i-1, i)
 		}
 		if i+1 < len(r.sents) {
 			add(i, i+1)
-		}
-		if len(out) >= maxParts {
-			break
 		}
 	}
 	return out
