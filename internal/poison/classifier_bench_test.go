@@ -97,20 +97,15 @@ func benignOutputs(tb testing.TB, n int) []string {
 }
 
 // BenchmarkScanOutput4KB measures output scans of 4 KB results with the
-// committed classifier on MiniLM, reporting the median and 90th percentile
-// per scan:
+// committed classifier on MiniLM and every rule, reporting the median and
+// 90th percentile per scan. "benign" scans distinct benign results
+// (benignOutputs, never cached) through the screen; "attacked" the same with
+// an authored injection in the middle, so the rules run and the marked
+// windows are embedded; "cached" a result scanned before (findings cached
+// by content hash); "no_screen" benign results with the screen off (every
+// part embedded).
 //
-//   - benign: distinct benign results (never cached), through the screen
-//     (benignOutputs);
-//
-//   - attacked: the same with an authored injection in the middle, so the
-//     rules run and the marked windows are embedded;
-//
-//   - cached: a result scanned before (findings cached by content hash);
-//
-//   - no_screen: benign results with the screen off (every part embedded).
-//
-//     go test -run '^$' -bench ScanOutput4KB -benchtime 40x ./internal/poison
+//	go test -run '^$' -bench ScanOutput4KB -benchtime 40x ./internal/poison
 func BenchmarkScanOutput4KB(b *testing.B) {
 	emb, err := DefaultEmbedder()
 	if err != nil {
