@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"maps"
 	"context"
 	"crypto/sha256"
 	"encoding/gob"
@@ -436,6 +437,7 @@ var (
 func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64) {
 	const k = 5
 	var clean, bad []float64
+	oof := map[int]float64{}
 	type sc struct {
 		s  float64
 		id string
@@ -452,6 +454,7 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64)
 		}
 		m := train(f, docs, tr)
 		for _, i := range te {
+			oof[i] = docScore(m, f, i)
 			if !docs[i].malicious {
 				clean = append(clean, docScore(m, f, i))
 				top = append(top, sc{clean[len(clean)-1], docs[i].id + " " + clip(docs[i].text, 80)})
@@ -488,8 +491,40 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64)
 			fmt.Printf("    oof at %.2f: recall %d/%d, clean flagged %d/%d\n", q, n, len(bad), m, len(clean))
 		}
 	}
+	if printOOF {
+		// Per source, at the chosen threshold: the out-of-fold figures
+		// (folds by group, e.g. by server for the real tools), an estimate
+		// for unseen rows of sources that are in training.
+		bySrc := map[string]*[4]int{} // tp, fn, fp, tn
+		for _, i := range idx {
+			c := bySrc[docs[i].source]
+			if c == nil {
+				c = &[4]int{}
+				bySrc[docs[i].source] = c
+			}
+			hit := oof[i] >= th
+			switch {
+			case docs[i].malicious && hit:
+				c[0]++
+			case docs[i].malicious:
+				c[1]++
+			case hit:
+				c[2]++
+			default:
+				c[3]++
+			}
+		}
+		for _, src := range slices.Sorted(maps.Keys(bySrc)) {
+			c := bySrc[src]
+			fmt.Printf("  out of fold at threshold %.3f, %-38s recall %s (%d of %d)  FPR %s (%d of %d)\n", th, src, ratio(c[0], c[0]+c[1]), c[0], c[0]+c[1], ratio(c[2], c[2]+c[3]), c[2], c[2]+c[3])
+		}
+	}
 	return train(f, docs, idx), th
 }
+
+// printOOF prints the out-of-fold figures per source when training the
+// shipped weights.
+var printOOF bool
 
 var debugThresholds = os.Getenv("POISON_DEBUG") != ""
 
@@ -534,6 +569,15 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 		return nil, err
 	}
 	l.gate = gateFeaturize(outs)
+	for _, d := range defs {
+		if d.source == "catalogue" {
+			for _, s := range poison.ScreenSentences(d.text) {
+				if poison.ScreenWords(s) {
+					l.gate.extra = append(l.gate.extra, instance{x: []float32{}, grams: poison.Ngrams(s, hashBits), doc: -1})
+				}
+			}
+		}
+	}
 	emb.save()
 	return l, nil
 }
@@ -564,8 +608,10 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 		m.Definition = dm.export(dth)
 	}
 	if len(only) == 0 || only[0] == "outputs" {
-		om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
-		m.Output = om.export(oth)
+		if !gateOnly {
+			om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
+			m.Output = om.export(oth)
+		}
 		gm, gth := fitGate(l.gate, l.outs, pick(l.outs))
 		m.OutputGate = gm.export(gth)
 	}
@@ -605,6 +651,9 @@ func fmtCounts(name string, c counts, th float64) string {
 type gateData struct {
 	sents  [][]instance
 	attack [][]instance
+	// extra are more negatives: the sentences of the real tool
+	// descriptions (benign prose of another register than the outputs).
+	extra []instance
 }
 
 func gateFeaturize(docs []doc) *gateData {
@@ -612,7 +661,9 @@ func gateFeaturize(docs []doc) *gateData {
 	grams := func(i int, text string) []instance {
 		var out []instance
 		for _, s := range poison.ScreenSentences(text) {
-			out = append(out, instance{x: []float32{}, grams: poison.Ngrams(s, hashBits), doc: i})
+			if poison.ScreenWords(s) {
+				out = append(out, instance{x: []float32{}, grams: poison.Ngrams(s, hashBits), doc: i})
+			}
 		}
 		return out
 	}
@@ -630,9 +681,9 @@ func gateFeaturize(docs []doc) *gateData {
 func trainGate(g *gateData, docs []doc, idx []int) *logistic {
 	// The gate has only the n-grams to go on: it gets its own, lighter
 	// penalty so that instruction words can carry large weights.
-	saved := l2Hashed
-	l2Hashed = l2Gate
-	defer func() { l2Hashed = saved }()
+	saved, savedPos := l2Hashed, posWeight
+	l2Hashed, posWeight = l2Gate, gatePosWeight
+	defer func() { l2Hashed, posWeight = saved, savedPos }()
 	var xs []instance
 	var ys []bool
 	for _, i := range idx {
@@ -646,6 +697,9 @@ func trainGate(g *gateData, docs []doc, idx []int) *logistic {
 			xs, ys = append(xs, in), append(ys, false)
 		}
 	}
+	for _, in := range g.extra {
+		xs, ys = append(xs, in), append(ys, false)
+	}
 	return fitLogistic(xs, ys)
 }
 
@@ -653,8 +707,13 @@ func trainGate(g *gateData, docs []doc, idx []int) *logistic {
 // out-of-fold scores of the training documents.
 const gateRecall = 0.95
 
-// l2Gate is the L2 penalty of the gate's n-gram weights.
-var l2Gate = 1e-3
+// l2Gate is the L2 penalty of the gate's n-gram weights; gatePosWeight
+// the share of its loss on positive sentences (below one half, so that the
+// bias does not lift every short sentence it knows nothing about).
+var l2Gate, gatePosWeight = 1e-3, 0.5
+
+// gateOnly trains only the output gate (flag -gate-only), for tuning it.
+var gateOnly bool
 
 // fitGate trains the gate on idx and sets its threshold so that gateRecall
 // of the attacked training documents (out of fold) have a sentence at or

@@ -314,9 +314,9 @@ func TestProbes(t *testing.T) {
 // The one benign output flagged is an article quoting "ignore previous
 // instructions" (rule override_instructions), a known limit of the rules.
 const (
-	probeFloorDefinitions     = 8 // of 16
-	probeFloorOutputs         = 5 // of 10
-	probeBenignFlaggedOutputs = 1 // of 8
+	probeFloorDefinitions     = 14 // of 23
+	probeFloorOutputs         = 8  // of 13
+	probeBenignFlaggedOutputs = 1  // of 9
 )
 
 var jsonUnmarshal = json.Unmarshal

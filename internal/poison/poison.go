@@ -214,8 +214,8 @@ type Options struct {
 	// Models are the classifier weights; nil uses the committed ones.
 	Models *Models
 	// NoScreen turns off the cheap first pass over outputs (the lexical
-	// gate): every output goes through the rules and the classifier. For
-	// measuring what the screen costs in recall.
+	// gate): every part of every output is embedded. For measuring what the
+	// screen costs in recall.
 	NoScreen bool
 	// AllRules keeps every built-in rule next to the classifier. By default
 	// only the structural rules (hidden text, encodings, markup, shell
@@ -323,14 +323,7 @@ func NewDetectorWith(cfg Config, opt Options) (*Detector, error) {
 	if disabled[CatClassifier] {
 		d.cls = nil
 	}
-	// The screen decides for every rule it does not know, so user patterns
-	// for outputs turn it off.
 	d.screen = d.cls != nil && d.cls.models.OutputGate != nil && !opt.NoScreen
-	for _, r := range d.rules {
-		if strings.HasPrefix(r.name, "custom:") && r.kinds&KindOutput != 0 {
-			d.screen = false
-		}
-	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

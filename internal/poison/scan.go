@@ -19,17 +19,13 @@ func (d *Detector) scanText(fs []Finding, kind Kind, path, text string) []Findin
 		if got, ok := d.cls.findings(key); ok {
 			return append(fs, got...)
 		}
-		var got []Finding
+		var sr *screenResult
 		if kind == KindOutput && d.screen {
-			// The cheap first pass: most results are plain data and end
-			// here, without rules or embeddings.
-			sr := screen(d.cls.models.OutputGate, d.cls.models.HashBits, clip(text, d.maxBytes))
-			if !sr.clean() {
-				got = d.scanTextUncached(nil, kind, path, text, &sr)
-			}
-		} else {
-			got = d.scanTextUncached(nil, kind, path, text, nil)
+			// The cheap first pass decides what is worth embedding.
+			r := screen(d.cls.models.OutputGate, d.cls.models.HashBits, clip(text, d.maxBytes))
+			sr = &r
 		}
+		got := d.scanTextUncached(nil, kind, path, text, sr)
 		d.cls.storeFindings(key, got)
 		return append(fs, got...)
 	}

@@ -7,13 +7,14 @@ import (
 )
 
 // The cheap first pass over tool outputs. Embedding a 4 KB result costs
-// tens to hundreds of milliseconds, and the rules several more, while most
-// results are plain data. The screen reads the text once: it splits it into
-// sentences, scores each with a lexical model (hashed word n-grams only, the
-// output "gate" of classifier.json) and looks for the few characters and
-// markers the structural rules need. Only a text it marks goes through the
-// rules and the embedding classifier, and only the windows around the
-// sentences it marks are embedded.
+// tens to hundreds of milliseconds on two cores, while most results are
+// plain data. The screen reads the text once: it splits it into sentences
+// and scores each with a lexical model (hashed word n-grams only, the output
+// "gate" of classifier.json). Only the windows around the sentences it marks
+// are embedded; an output with no marked sentence is not embedded at all.
+// The rules still read every output: measured on attacks in styles the
+// training rows lack, a lexical gate in front of the rules lost a third of
+// what the rules catch.
 
 // forEachWord calls fn with each word of low (already ASCII-lower-cased):
 // the matches of [a-z0-9]+(?:['’][a-z]+)?, at most limit of them. It is the
@@ -81,6 +82,18 @@ func appendGrams(buf []int, low string, bits int) []int {
 	})
 	slices.Sort(buf[start:])
 	return append(buf[:start], slices.Compact(buf[start:])...)
+}
+
+// minScreenWords is the fewest words a sentence needs for the gate to
+// score it: shorter ones ("import (", "}") are code and markup debris, on
+// which a lexical model knows nothing and falls back to its bias.
+const minScreenWords = 4
+
+// ScreenWords reports whether a sentence has enough words for the gate.
+func ScreenWords(s string) bool {
+	n := 0
+	forEachWord(asciiLower(s), minScreenWords, func(string) { n++ })
+	return n >= minScreenWords
 }
 
 // span is a sentence of a screened text: byte offsets into the text.
@@ -156,18 +169,17 @@ type screenResult struct {
 	sents      []span
 	suspicious []int     // indexes into sents whose gate score reaches the gate threshold, highest first
 	scores     []float64 // gate score of each suspicious sentence
-	markers    bool      // characters or markers only the structural rules judge
 }
 
-func (r screenResult) clean() bool { return len(r.suspicious) == 0 && !r.markers }
-
-// screen scores every sentence of text with the gate model and looks for
-// structural markers.
+// screen scores every sentence of text with the gate model.
 func screen(gate *LinearModel, bits int, text string) screenResult {
 	low := asciiLower(text)
-	r := screenResult{sents: sentenceSpans(low), markers: hasMarkers(low)}
+	r := screenResult{sents: sentenceSpans(low)}
 	var buf []int
 	for i, s := range r.sents {
+		if !ScreenWords(low[s.start:s.end]) {
+			continue
+		}
 		buf = appendGrams(buf[:0], low[s.start:s.end], bits)
 		if sc := gate.Score(nil, nil, buf); sc >= gate.Threshold {
 			r.suspicious = append(r.suspicious, i)
@@ -203,66 +215,6 @@ func cmpDesc(a, b float64) int {
 // one output (three windows each): an output with many instruction-like
 // sentences costs at most a dozen embeddings.
 const maxScreenSentences = 4
-
-// markerStrings are the literal starts of what the output rules that can
-// flag on their own look for (hidden_markup, markdown_exfil, reverse_shell);
-// their regular expressions run only when one of these is present.
-var markerStrings = []string{
-	"](", "{{", "<|", "/dev/tcp", "bash -i", "socat", "pty.spawn", "mkfifo", " nc ", "ncat", "netcat",
-}
-
-// markupWords follow "<" or "[" (after spaces and a slash) in the
-// hidden_markup rule.
-var markupWords = []string{"important", "system", "sys", "instruction", "hidden", "override", "im_start", "im_end", "inst", "admin"}
-
-// hasMarkers reports whether low (ASCII-lower-cased) holds anything the
-// structural output rules or the hidden-text checks could flag: a marker
-// string, a markup word after "<" or "[", or a non-ASCII character the
-// normaliser treats specially (tags, invisible or bidi characters,
-// full-width forms, Cyrillic or Greek letters).
-func hasMarkers(low string) bool {
-	for _, m := range markerStrings {
-		if strings.Contains(low, m) {
-			return true
-		}
-	}
-	for i := 0; i < len(low); i++ {
-		switch c := low[i]; {
-		case c == '<' || c == '[':
-			j := i + 1
-			for j < len(low) && (low[j] == ' ' || low[j] == '/') {
-				j++
-			}
-			for _, w := range markupWords {
-				if strings.HasPrefix(low[j:], w) {
-					return true
-				}
-			}
-		case c >= utf8.RuneSelf:
-			r, size := utf8.DecodeRuneInString(low[i:])
-			if specialRune(r) {
-				return true
-			}
-			i += size - 1
-		}
-	}
-	return false
-}
-
-// specialRune: the characters normalize removes, counts or folds, and the
-// letters of the scripts the homoglyph rule looks for.
-func specialRune(r rune) bool {
-	switch {
-	case r >= 0xE0000 && r <= 0xE007F, // tags
-		r >= 0x200B && r <= 0x200F, r >= 0x202A && r <= 0x202E, r >= 0x2060 && r <= 0x2069,
-		r == 0xFEFF, r == 0x00AD, r == 0x180E,
-		r >= 0xFF01 && r <= 0xFF5E, // full-width
-		r >= 0x0370 && r <= 0x052F, // Greek, Cyrillic
-		r == utf8.RuneError:
-		return true
-	}
-	return false
-}
 
 // windows returns the parts the classifier embeds for the suspicious
 // sentences of a screened text: each such sentence, and it with its
