@@ -2,13 +2,13 @@ package main
 
 import (
 	"cmp"
-	"maps"
 	"context"
 	"crypto/sha256"
 	"encoding/gob"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
