@@ -103,7 +103,9 @@ func benignOutputs(tb testing.TB, n int) []string {
 // an authored injection in the middle, so the rules run and the marked
 // windows are embedded; "cached" a result scanned before (findings cached
 // by content hash); "no_screen" benign results with the screen off (every
-// part embedded).
+// part embedded); "rules_only" and "screen_only" time the two cheap parts
+// alone, and screen_only reports the share of benign outputs with a marked
+// sentence.
 //
 //	go test -run '^$' -bench ScanOutput4KB -benchtime 40x ./internal/poison
 func BenchmarkScanOutput4KB(b *testing.B) {
@@ -160,6 +162,30 @@ func BenchmarkScanOutput4KB(b *testing.B) {
 	})
 	b.Run("no_screen", func(b *testing.B) {
 		run(b, newDet(Options{NoScreen: true}), func(n int) []string { return benignOutputs(b, n) })
+	})
+	// The parts of the cost: every rule without the classifier, and the
+	// screen alone.
+	b.Run("rules_only", func(b *testing.B) {
+		d, err := NewDetector(Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, d, func(n int) []string { return benignOutputs(b, n) })
+	})
+	b.Run("screen_only", func(b *testing.B) {
+		m, err := BuiltinModels()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts := benignOutputs(b, b.N)
+		marked := 0
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if len(screen(m.OutputGate, m.HashBits, ts[i]).suspicious) > 0 {
+				marked++
+			}
+		}
+		b.ReportMetric(float64(marked)/float64(b.N), "marked-share")
 	})
 }
 
