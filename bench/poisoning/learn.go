@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -569,6 +570,7 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 		return nil, err
 	}
 	l.gate = gateFeaturize(outs)
+	l.gate.extra = append(l.gate.extra, goSourceNegatives()...)
 	for _, d := range defs {
 		if d.source == "catalogue" {
 			for _, s := range poison.ScreenSentences(d.text) {
@@ -704,8 +706,12 @@ func trainGate(g *gateData, docs []doc, idx []int) *logistic {
 }
 
 // gateRecall is the share of attacked documents the gate must pass, on
-// out-of-fold scores of the training documents.
-const gateRecall = 0.95
+// out-of-fold scores of the training documents. The rules read every
+// output whatever the gate says, so the gate only decides what the
+// classifier embeds: at 0.8 it marks about 6% of clean outputs, and the
+// detector's recall is the same as at 0.95 (which marks a third) within half
+// a point (bench/poisoning/DATA.md).
+var gateRecall = 0.8
 
 // l2Gate is the L2 penalty of the gate's n-gram weights; gatePosWeight
 // the share of its loss on positive sentences (below one half, so that the
@@ -771,4 +777,33 @@ func fitGate(g *gateData, docs []doc, idx []int) (*logistic, float64) {
 		}
 	}
 	return trainGate(g, docs, idx), th
+}
+
+// goSourceNegatives are more negatives for the output gate: the sentences
+// of a few packages of the Go distribution's own source (code and its
+// comments, what a file or code tool returns), read in file-name order from
+// GOROOT, so that the gate does not mark code and API prose for want of
+// having seen any. The toolchain is pinned by go.mod, so the text is fixed.
+func goSourceNegatives() []instance {
+	var out []instance
+	root := runtime.GOROOT()
+	for _, pkg := range []string{"net/http", "encoding/json", "os", "strings", "text/template"} {
+		files, _ := filepath.Glob(filepath.Join(root, "src", pkg, "*.go"))
+		slices.Sort(files)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, s := range poison.ScreenSentences(string(raw)) {
+				if poison.ScreenWords(s) {
+					out = append(out, instance{x: []float32{}, grams: poison.Ngrams(s, hashBits), doc: -1})
+				}
+			}
+		}
+	}
+	return out
 }
