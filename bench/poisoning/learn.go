@@ -11,8 +11,8 @@ import (
 	"maps"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -570,7 +570,11 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 		return nil, err
 	}
 	l.gate = gateFeaturize(outs)
-	l.gate.extra = append(l.gate.extra, goSourceNegatives()...)
+	goNeg, err := goSourceNegatives()
+	if err != nil {
+		return nil, err
+	}
+	l.gate.extra = append(l.gate.extra, goNeg...)
 	for _, d := range defs {
 		if d.source == "catalogue" {
 			for _, s := range poison.ScreenSentences(d.text) {
@@ -784,9 +788,13 @@ func fitGate(g *gateData, docs []doc, idx []int) (*logistic, float64) {
 // comments, what a file or code tool returns), read in file-name order from
 // GOROOT, so that the gate does not mark code and API prose for want of
 // having seen any. The toolchain is pinned by go.mod, so the text is fixed.
-func goSourceNegatives() []instance {
+func goSourceNegatives() ([]instance, error) {
 	var out []instance
-	root := runtime.GOROOT()
+	raw, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return nil, fmt.Errorf("gate negatives: go env GOROOT: %v", err)
+	}
+	root := strings.TrimSpace(string(raw))
 	for _, pkg := range []string{"net/http", "encoding/json", "os", "strings", "text/template"} {
 		files, _ := filepath.Glob(filepath.Join(root, "src", pkg, "*.go"))
 		slices.Sort(files)
@@ -805,5 +813,8 @@ func goSourceNegatives() []instance {
 			}
 		}
 	}
-	return out
+	if len(out) == 0 {
+		return nil, fmt.Errorf("gate negatives: no Go source under %s/src", root)
+	}
+	return out, nil
 }
