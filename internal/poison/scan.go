@@ -19,23 +19,19 @@ func (d *Detector) scanText(fs []Finding, kind Kind, path, text string) []Findin
 		if got, ok := d.cls.findings(key); ok {
 			return append(fs, got...)
 		}
-		var sr *screenResult
-		if kind == KindOutput && d.screen {
-			// The cheap first pass decides what is worth embedding.
-			r := screen(d.cls.models.OutputGate, d.cls.models.HashBits, clip(text, d.maxBytes))
-			sr = &r
-		}
-		got := d.scanTextUncached(nil, kind, path, text, sr)
+		got := d.scanTextUncached(nil, kind, path, text, kind == KindOutput && d.screen)
 		d.cls.storeFindings(key, got)
 		return append(fs, got...)
 	}
-	return d.scanTextUncached(fs, kind, path, text, nil)
+	return d.scanTextUncached(fs, kind, path, text, false)
 }
 
 // scanTextUncached runs the rules and the classifier over one string. With
-// a screen result (outputs), the classifier embeds only the windows around
-// the sentences the screen marked.
-func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string, sr *screenResult) []Finding {
+// screened (outputs), the cheap first pass decides what is worth embedding:
+// the classifier sees only the windows around the sentences it marks. It
+// reads the normalised text, so invisible characters inside words do not
+// hide them from it.
+func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string, screened bool) []Finding {
 	n := normalize(text, d.maxBytes)
 	if n.tags != "" {
 		fs = append(fs, newFinding(CatHiddenText, "unicode_tags", SeverityHigh, path, excerpt(n.tags, 0, min(len(n.tags), MaxContext))))
@@ -55,10 +51,10 @@ func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string, 
 	fs = d.scanNormalized(fs, kind, path, n.text)
 	if d.cls != nil {
 		var parts []string
-		if sr != nil {
-			parts = sr.windows(clip(text, d.maxBytes))
+		if screened {
+			parts = screen(d.cls.models.OutputGate, d.cls.models.HashBits, n.text).windows(n.text)
 		}
-		if sr == nil || len(parts) > 0 {
+		if !screened || len(parts) > 0 {
 			fs = d.classify(fs, kind, path, n.text, parts)
 		}
 		if n.tags != "" {
