@@ -3,6 +3,7 @@ package poison
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,5 +98,47 @@ func TestEveryRuleMatchesAnExample(t *testing.T) {
 	}
 	if len(none) > 0 {
 		t.Errorf("built-in rules matching no example: %s", strings.Join(none, ", "))
+	}
+}
+
+// TestPrefilterIsExact: with the literal prefilter, every rule finds
+// exactly what it finds without it, on every malicious text written for the
+// repository and on benign outputs of several kinds.
+func TestPrefilterIsExact(t *testing.T) {
+	d := newDet(t, Config{})
+	var texts []ruleExample
+	texts = append(texts, ruleExamples(t)...)
+	for _, o := range benignOutputs(t, 12) {
+		texts = append(texts, ruleExample{o, KindOutput}, ruleExample{o, KindDefinition})
+	}
+	scan := func(ex ruleExample) string {
+		if ex.kind == KindOutput {
+			return fmt.Sprint(d.ScanOutput(ex.text))
+		}
+		return fmt.Sprint(d.ScanDefinition("", ex.text, nil))
+	}
+	skipped := 0
+	for _, ex := range texts {
+		with := scan(ex)
+		noPrefilter = true
+		without := scan(ex)
+		noPrefilter = false
+		if with != without {
+			t.Errorf("prefilter changes the verdict on %q:\nwith    %s\nwithout %s", ex.text, with, without)
+		}
+		low := asciiLower(ex.text)
+		for _, r := range d.rules {
+			if !r.mayMatch(low) {
+				skipped++
+			}
+		}
+	}
+	if skipped == 0 {
+		t.Error("the prefilter never skipped a rule")
+	}
+	for _, r := range builtinRules {
+		if r.pre.literals(r) == nil {
+			t.Logf("rule %s has no required literals (always runs)", r.name)
+		}
 	}
 }

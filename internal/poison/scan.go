@@ -96,8 +96,9 @@ func (d *Detector) classify(fs []Finding, kind Kind, path, text string, parts []
 func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []Finding {
 	doc := parseDocument(text)
 	m := &match{doc: doc, kind: kind}
+	low := asciiLower(text)
 	for _, r := range d.rules {
-		if r.kinds&kind == 0 {
+		if r.kinds&kind == 0 || !noPrefilter && !r.mayMatch(low) {
 			continue
 		}
 		sev := r.sev
@@ -130,6 +131,9 @@ func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []
 	}
 	return fs
 }
+
+// noPrefilter turns the literal prefilter off (tests compare the two).
+var noPrefilter bool
 
 func inScope(sc scope, s *segment) bool {
 	switch sc {
