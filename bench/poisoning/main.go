@@ -59,6 +59,7 @@ func main() {
 	flag.Float64Var(&gateRecall, "gate-recall", gateRecall, "share of the attacked training outputs (out of fold) the output gate must mark")
 	flag.BoolVar(&gateOnly, "gate-only", false, "with -loso-only: train only the output gate (the output model is the committed one)")
 	flag.BoolVar(&noScreen, "no-screen", false, "scan every output fully (rules and every part embedded), without the lexical screen")
+	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
 	losoKinds = strings.Split(*kindsFlag, ",")
@@ -97,6 +98,24 @@ func main() {
 		log.Fatal(err)
 	}
 
+	if *audit {
+		var texts []auditText
+		for _, set := range [][]row{devDefs, devOuts} {
+			for _, r := range set {
+				texts = append(texts, auditText{low: lower(r.Text), dev: true})
+			}
+		}
+		for _, set := range [][]row{authDefs, authOuts, auth2Outs} {
+			for _, r := range set {
+				texts = append(texts, auditText{low: lower(r.Text)})
+			}
+		}
+		for _, t := range tools {
+			texts = append(texts, auditText{low: lower(strings.Join(poison.ClassifiedStrings(t.Description, t.InputSchema), "\n"))})
+		}
+		ruleAudit(texts)
+		return
+	}
 	if *rulesOnly {
 		det, outDet := build(cfg, poison.Options{}), buildOut(cfg, poison.Options{})
 		fmt.Println("== rules only (every built-in rule, no classifier)")

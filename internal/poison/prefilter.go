@@ -110,3 +110,14 @@ func (r *rule) mayMatch(low string) bool {
 	}
 	return false
 }
+
+// BuiltinRulePatterns returns each built-in rule's name and expression
+// (written in lower case, matched against ASCII-lower-cased text), for
+// audits of the rule vocabulary (go run ./bench/poisoning -rule-audit).
+func BuiltinRulePatterns() [][2]string {
+	out := make([][2]string, 0, len(builtinRules))
+	for _, r := range builtinRules {
+		out = append(out, [2]string{r.name, r.re.String()})
+	}
+	return out
+}
