@@ -186,7 +186,7 @@ func newToolsCmd(exts []extension.Extension) *cobra.Command {
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				for _, t := range tools {
-					if err := enc.Encode(map[string]any{"name": t.Qualified, "server": t.Server, "description": t.Def.Description, "inputSchema": t.Def.InputSchema}); err != nil {
+					if err := enc.Encode(map[string]any{"name": t.Qualified, "server": t.Server, "description": t.Def().Description, "inputSchema": t.Def().InputSchema}); err != nil {
 						return err
 					}
 				}
@@ -194,7 +194,7 @@ func newToolsCmd(exts []extension.Extension) *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			for _, t := range tools {
-				fmt.Fprintf(tw, "%s\t%s\n", t.Qualified, firstLine(t.Def.Description, 90))
+				fmt.Fprintf(tw, "%s\t%s\n", t.Qualified, firstLine(t.Summary, 90))
 			}
 			return tw.Flush()
 		},

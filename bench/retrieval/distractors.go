@@ -187,7 +187,7 @@ func (g *distractorGen) eachServer(n int, f func(server string, defs []*mcp.Tool
 
 // docText is the text the dense index embeds for a tool.
 func docText(server string, def *mcp.Tool) string {
-	return catalog.DocOf(&catalog.Tool{Server: server, Name: def.Name, Qualified: catalog.Qualify(server, def.Name), Def: def}).Text()
+	return catalog.DocFor(server, def).Text()
 }
 
 // seedSyntheticVectors writes a vector for every distractor into the

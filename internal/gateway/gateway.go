@@ -132,7 +132,17 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if idx == nil {
 		idx = search.NewLexical()
 	}
-	g.cat = catalog.New(idx)
+	if opts.StateDir == "" {
+		g.cat = catalog.New(idx)
+	} else {
+		// Full tool definitions live in a file in the state folder; the
+		// heap holds what search and routing need.
+		cat, err := catalog.Open(idx, opts.StateDir, log)
+		if err != nil {
+			return nil, err
+		}
+		g.cat = cat
+	}
 	g.idx = idx
 	g.setLimits(opts.Config.Limits)
 
@@ -436,7 +446,7 @@ func (g *Gateway) toolRefs() []extension.ToolRef {
 	all := g.cat.All()
 	out := make([]extension.ToolRef, len(all))
 	for i, t := range all {
-		out[i] = extension.ToolRef{Server: t.Server, Def: t.Def}
+		out[i] = extension.ToolRef{Server: t.Server, Def: t.Def()}
 	}
 	return out
 }
@@ -477,6 +487,7 @@ func (g *Gateway) Close() error {
 	if c, ok := g.idx.(io.Closer); ok {
 		errs = append(errs, c.Close())
 	}
+	errs = append(errs, g.cat.Close())
 	if g.audit != nil {
 		errs = append(errs, g.audit.Close())
 	}

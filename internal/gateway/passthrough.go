@@ -229,10 +229,7 @@ func (p *passthrough) listed(ctx context.Context, key string) (map[string]*catal
 			continue
 		}
 		byQualified[t.Qualified] = t
-		results = append(results, extension.SearchResult{
-			Name: t.Qualified, Server: t.Server, Tool: t.Name,
-			Description: t.Def.Description, InputSchema: t.Def.InputSchema, Score: 1, Def: t.Def,
-		})
+		results = append(results, searchResult(t, 1))
 	}
 	results, err := p.g.pipe.Search(ctx, &extension.SearchRequest{TopK: len(results), Session: key, Principal: extension.PrincipalFrom(ctx).ID()}, results)
 	if err != nil {
@@ -255,10 +252,7 @@ func (p *passthrough) shows(ctx context.Context, key, name, qualified string) (b
 	if !ok || p.exposeTool(t) != name || (p.hybrid && !p.pinned[qualified]) || (p.bare != "" && t.Server != p.bare) {
 		return false, nil
 	}
-	results, err := p.g.pipe.Search(ctx, &extension.SearchRequest{TopK: 1, Session: key, Principal: extension.PrincipalFrom(ctx).ID()}, []extension.SearchResult{{
-		Name: t.Qualified, Server: t.Server, Tool: t.Name,
-		Description: t.Def.Description, InputSchema: t.Def.InputSchema, Score: 1, Def: t.Def,
-	}})
+	results, err := p.g.pipe.Search(ctx, &extension.SearchRequest{TopK: 1, Session: key, Principal: extension.PrincipalFrom(ctx).ID()}, []extension.SearchResult{searchResult(t, 1)})
 	return err == nil && len(results) == 1 && results[0].Name == qualified, err
 }
 
@@ -296,7 +290,7 @@ func (p *passthrough) listTools(ctx context.Context, sc scope, req *mcp.ListTool
 		if !ok {
 			continue
 		}
-		def := *t.Def
+		def := *t.Def()
 		def.Name = p.exposeTool(t)
 		out.Tools = append(out.Tools, &def)
 		names = append(names, r.Name)

@@ -30,6 +30,9 @@ const (
 	// maxCandidates bounds what the index hands the search filters, which
 	// run before truncation to top_k.
 	maxCandidates = 1000
+	// searchChunk is the fewest candidates handed to the search filters
+	// at once.
+	searchChunk = 20
 )
 
 // scope says how a frontend's clients are told apart by the gate.
@@ -348,16 +351,28 @@ func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]e
 	if err != nil {
 		return nil, "", err
 	}
-	results := make([]extension.SearchResult, len(matches))
-	for i, m := range matches {
-		results[i] = extension.SearchResult{
-			Name: m.Qualified, Server: m.Server, Tool: m.Name,
-			Description: m.Def.Description, InputSchema: m.Def.InputSchema, Score: m.Score, Def: m.Def,
-		}
+	// Definitions are read from the catalogue's store only for candidates
+	// that may be shown: top_k of them when no search filter can drop one;
+	// otherwise the filters see the ranking in chunks, best first, until
+	// top_k pass or the candidates run out. They always run at least once,
+	// so a filter can refuse the search itself.
+	chunk := req.TopK
+	if g.pipe.SearchFilters() > 0 {
+		chunk = max(4*req.TopK, searchChunk)
 	}
-	results, err = g.pipe.Search(ctx, req, results)
-	if err != nil {
-		return nil, "", err
+	var results []extension.SearchResult
+	for lo := 0; lo == 0 || lo < len(matches) && len(results) < req.TopK; {
+		hi := min(lo+chunk, len(matches))
+		part := make([]extension.SearchResult, 0, hi-lo)
+		for _, m := range matches[lo:hi] {
+			part = append(part, searchResult(m.Tool, m.Score))
+		}
+		part, err = g.pipe.Search(ctx, req, part)
+		if err != nil {
+			return nil, "", err
+		}
+		results = append(results, part...)
+		lo = max(hi, 1)
 	}
 	if len(results) > req.TopK {
 		results = results[:req.TopK]
@@ -370,6 +385,14 @@ func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]e
 		notes = append(notes, n)
 	}
 	return results, strings.Join(notes, " "), nil
+}
+
+// searchResult is t as a search result, its definition read from the
+// catalogue's store.
+func searchResult(t *catalog.Tool, score float64) extension.SearchResult {
+	d := t.Def()
+	return extension.SearchResult{Name: t.Qualified, Server: t.Server, Tool: t.Name,
+		Description: d.Description, InputSchema: d.InputSchema, Score: score, Def: d}
 }
 
 func renderSearch(query string, out SearchOutput, threshold float64) string {
@@ -514,7 +537,7 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, sen
 		g.intercepted(ctx, req, "block", "unknown_tool")
 		return errorResult("call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server), nil
 	}
-	req.Def = t.Def
+	req.Def = t.Def()
 	if err := g.pipe.Call(ctx, req); err != nil {
 		d, _ := extension.AsDenial(err)
 		reason := "filter"

@@ -119,6 +119,10 @@ func (p *Pipeline) Close() error {
 	return errors.Join(errs...)
 }
 
+// SearchFilters is the number of search filters: with none, a search
+// need not read more tool definitions than it returns.
+func (p *Pipeline) SearchFilters() int { return len(p.search) }
+
 // Search passes results through every search filter.
 func (p *Pipeline) Search(ctx context.Context, req *extension.SearchRequest, results []extension.SearchResult) ([]extension.SearchResult, error) {
 	for _, s := range p.search {
