@@ -55,9 +55,10 @@ func (h *Hybrid) Search(ctx context.Context, query string, limit int, minScore f
 	d := h.Dense
 	var res Result
 	d.mu.RLock()
-	score := make([]float32, len(d.ids))
-	d.cosinesLocked(q, score)
-	for s, c := range score {
+	cos := make([]float32, len(d.ids))
+	d.cosinesLocked(q, cos)
+	score := make([]float32, len(cos))
+	for s, c := range cos {
 		if d.state[s] == slotReady {
 			score[s] = w * float32(clamp01(c))
 		}
@@ -71,6 +72,7 @@ func (h *Hybrid) Search(ctx context.Context, query string, limit int, minScore f
 			hits = append(hits, l)
 		}
 	}
+	d.rescoreLocked(q, cos, score, w)
 	for s, v := range score {
 		if d.state[s] == slotReady && float64(v) >= minScore {
 			hits = append(hits, Hit{ID: d.ids[s], Score: float64(v)})
