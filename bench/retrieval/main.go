@@ -384,7 +384,10 @@ func evaluate(ctx context.Context, g *gateway.Gateway, qs []queryRow) (evaluatio
 		}
 		names := make([][]string, len(res))
 		for i, r := range res {
-			names[i] = []string{r.Name}
+			// An entry covers a group when the tool or one of the
+			// alternatives it names (other servers' near-duplicates,
+			// callable as they are) is in the group.
+			names[i] = append([]string{r.Name}, r.Alternatives...)
 		}
 		a := e.per[q.Source]
 		if a == nil {

@@ -373,3 +373,12 @@ func DefinitionHash(d *mcp.Tool) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// Cosine estimates how alike two tools are by their vectors, ok false when
+// the index cannot tell (keyword search, or a tool not embedded yet).
+func (c *Catalog) Cosine(a, b string) (float64, bool) {
+	if cmp, ok := c.index.(search.Comparer); ok {
+		return cmp.Cosine(a, b)
+	}
+	return 0, false
+}

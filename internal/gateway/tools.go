@@ -281,6 +281,11 @@ type FoundTool struct {
 	Description string  `json:"description"`
 	InputSchema any     `json:"inputSchema"`
 	Score       float64 `json:"score"`
+	// Alternatives are other servers' tools that do the same thing, any
+	// of which call_tool accepts.
+	Alternatives []string `json:"alternatives,omitempty"`
+	// Query is the query of queries this tool was found for.
+	Query string `json:"query,omitempty"`
 }
 
 func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -319,7 +324,11 @@ func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolR
 		if schema == nil {
 			schema = map[string]any{"type": "object"}
 		}
-		out.Tools[i] = FoundTool{Name: r.Name, Description: r.Description, InputSchema: schema, Score: round3(r.Score)}
+		out.Tools[i] = FoundTool{Name: r.Name, Description: r.Description, InputSchema: schema, Score: round3(r.Score), Alternatives: r.Alternatives}
+	}
+	// Alternatives were returned too: the gate lets the model call them.
+	for _, r := range results {
+		names = append(names, r.Alternatives...)
 	}
 	// The gate records only what is actually returned: after the filters
 	// and after truncation.
@@ -351,28 +360,9 @@ func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]e
 	if err != nil {
 		return nil, "", err
 	}
-	// Definitions are read from the catalogue's store only for candidates
-	// that may be shown: top_k of them when no search filter can drop one;
-	// otherwise the filters see the ranking in chunks, best first, until
-	// top_k pass or the candidates run out. They always run at least once,
-	// so a filter can refuse the search itself.
-	chunk := req.TopK
-	if g.pipe.SearchFilters() > 0 {
-		chunk = max(4*req.TopK, searchChunk)
-	}
-	var results []extension.SearchResult
-	for lo := 0; lo == 0 || lo < len(matches) && len(results) < req.TopK; {
-		hi := min(lo+chunk, len(matches))
-		part := make([]extension.SearchResult, 0, hi-lo)
-		for _, m := range matches[lo:hi] {
-			part = append(part, searchResult(m.Tool, m.Score))
-		}
-		part, err = g.pipe.Search(ctx, req, part)
-		if err != nil {
-			return nil, "", err
-		}
-		results = append(results, part...)
-		lo = max(hi, 1)
+	results, err := g.filterEntries(ctx, req, g.diversify(matches, req.TopK))
+	if err != nil {
+		return nil, "", err
 	}
 	if len(results) > req.TopK {
 		results = results[:req.TopK]
@@ -410,6 +400,9 @@ func renderSearch(query string, out SearchOutput, threshold float64) string {
 			s, _ := json.Marshal(t.InputSchema)
 			b.Write(s)
 			b.WriteString("\n")
+			if len(t.Alternatives) > 0 {
+				fmt.Fprintf(&b, "   also offered by: %s (the same capability on other servers; their input schemas may differ)\n", strings.Join(t.Alternatives, ", "))
+			}
 		}
 		b.WriteString("\nCall one with call_tool, using the exact name above")
 		if out.DiscoveryToken != "" {

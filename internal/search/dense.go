@@ -577,3 +577,24 @@ func (d *Dense) Search(ctx context.Context, query string, limit int, minScore fl
 	res.Hits = TopHits(hits, limit)
 	return res, nil
 }
+
+// Cosine estimates the cosine of two documents' vectors from their int8
+// rows, enough to tell near-duplicates apart from related tools; ok is
+// false when either has no vector.
+func (d *Dense) Cosine(a, b string) (float64, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	sa, oka := d.slot[a]
+	sb, okb := d.slot[b]
+	if !oka || !okb || d.state[sa] != slotReady || d.state[sb] != slotReady {
+		return 0, false
+	}
+	ra := d.q8[int(sa)*d.dim : (int(sa)+1)*d.dim]
+	qa := make([]int16, d.dim)
+	for i, x := range ra {
+		qa[i] = int16(x)
+	}
+	var out [1]int32
+	dotRowsI8(qa, d.q8[int(sb)*d.dim:(int(sb)+1)*d.dim], d.dim, out[:])
+	return float64(out[0]) * float64(d.scale[sa]) * float64(d.scale[sb]), true
+}

@@ -100,3 +100,6 @@ func (h *Hybrid) Pending() int { return h.Dense.Pending() }
 
 // Wait blocks until every document has its vector or ctx ends.
 func (h *Hybrid) Wait(ctx context.Context) error { return h.Dense.Wait(ctx) }
+
+// Cosine estimates how alike two documents' vectors are (Dense.Cosine).
+func (h *Hybrid) Cosine(a, b string) (float64, bool) { return h.Dense.Cosine(a, b) }

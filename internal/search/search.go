@@ -73,3 +73,10 @@ type Index interface {
 	// Search returns up to limit hits with a score of at least minScore.
 	Search(ctx context.Context, query string, limit int, minScore float64) (Result, error)
 }
+
+// Comparer is implemented by indexes that can tell how alike two
+// documents are: the cosine of their vectors, ok false when either has
+// none.
+type Comparer interface {
+	Cosine(a, b string) (cos float64, ok bool)
+}
