@@ -120,3 +120,33 @@ func TestSearchFiltersJudgeAlternatives(t *testing.T) {
 		t.Fatalf("want the two remaining send_email tools in one entry, got %+v", out.Tools)
 	}
 }
+
+// queries returns the top k of each step, each tool once, labelled with
+// the query it was found for; bad lists are refused with a clear error.
+func TestSearchSeveralQueries(t *testing.T) {
+	_, cs := diversityGateway(t)
+	out, text := searchOut(t, cs, map[string]any{"queries": []string{"send an email message", "write the report to a file"}, "top_k": 1})
+	if len(out.Tools) != 2 || !strings.HasSuffix(out.Tools[0].Name, "__send_email") || out.Tools[0].Query != "send an email message" ||
+		out.Tools[1].Name != "files__write_file" || out.Tools[1].Query != "write the report to a file" {
+		t.Fatalf("want send_email for the first step and write_file for the second, got %+v", out.Tools)
+	}
+	if !strings.Contains(text, `For "write the report to a file":`) {
+		t.Fatalf("the text does not group by query:\n%s", text)
+	}
+	for _, tc := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"queries": []string{"a", " "}}, "queries[1] is empty"},
+		{map[string]any{"queries": []string{}}, `"query" is empty`},
+		{map[string]any{"queries": strings.Split("a b c d e f g h i j k", " ")}, "11 queries, at most 10"},
+	} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: tc.args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(text, tc.want) {
+			t.Errorf("%v: got %q, want an error saying %q", tc.args, text, tc.want)
+		}
+	}
+}
