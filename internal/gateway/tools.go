@@ -122,8 +122,8 @@ func searchToolDef(sc scope) *mcp.Tool {
 		}
 	}
 	return &mcp.Tool{
-		Name:        "search_tools",
-		Title:       "Search tools",
+		Name:  "search_tools",
+		Title: "Search tools",
 		Description: "Find tools for a task. Describe what you want to do in plain words; returns matching tools with their exact names, descriptions, input schemas and relevance scores. A tool must be found here before call_tool can run it. " +
 			"For a task with several steps, pass \"queries\" with one short description per step (e.g. [\"find cheap flights to Rome\", \"add the trip to my calendar\", \"email the plan to Ana\"]) instead of one long query: you get the top tools for each step in one call. " +
 			"When several servers offer the same tool, it is listed once with the others under \"alternatives\" (\"also offered by\"), so each slot is a different capability; any of them can be called.",
