@@ -190,12 +190,13 @@ func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) (
 	tools := make([]*Tool, 0, len(defs))
 	docs := make([]search.Doc, 0, len(defs))
 	for _, d := range defs {
-		r, err := c.st.put(d)
+		schema := canonicalJSON(d.InputSchema)
+		r, err := c.st.put(d, schema)
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("tool %q (%v)", d.Name, err))
 			continue
 		}
-		t := &Tool{Server: server, Name: d.Name, Qualified: Qualify(server, d.Name), Summary: summary(d), Hash: DefinitionHash(d), st: c.st, ref: r}
+		t := &Tool{Server: server, Name: d.Name, Qualified: Qualify(server, d.Name), Summary: summary(d), Hash: definitionHash(d, schema), st: c.st, ref: r}
 		tools = append(tools, t)
 		doc := DocFor(server, d)
 		doc.ID = t.Qualified // one copy of the name, shared with the index
@@ -359,19 +360,67 @@ func params(schema any) []search.Param {
 // name, description, input schema and annotations, with object keys sorted
 // (encoding/json sorts map keys; the schema is normalised through a map).
 func DefinitionHash(d *mcp.Tool) string {
-	var schema any
-	if b, err := json.Marshal(d.InputSchema); err == nil {
-		_ = json.Unmarshal(b, &schema)
-	}
-	var ann any
+	return definitionHash(d, canonicalJSON(d.InputSchema))
+}
+
+// definitionHash is DefinitionHash with the input schema already in
+// canonical JSON.
+func definitionHash(d *mcp.Tool, schema []byte) string {
+	ann := []byte("null")
 	if d.Annotations != nil {
-		if b, err := json.Marshal(d.Annotations); err == nil {
-			_ = json.Unmarshal(b, &ann)
-		}
+		ann = canonicalJSON(d.Annotations)
 	}
-	b, _ := json.Marshal(map[string]any{"name": d.Name, "description": d.Description, "inputSchema": schema, "annotations": ann})
+	b, _ := json.Marshal(map[string]any{"name": d.Name, "description": d.Description, "inputSchema": json.RawMessage(schema), "annotations": json.RawMessage(ann)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// canonicalJSON encodes v with object keys sorted, "null" when it cannot
+// be encoded. A value made only of what a JSON decoder makes (maps,
+// slices, strings, float64, bool, nil), as an upstream's schema is, encodes
+// canonically as it is; anything else (typed schemas, structs) is
+// normalised through a map first.
+func canonicalJSON(v any) []byte {
+	if native(v, 0) {
+		if b, err := json.Marshal(v); err == nil {
+			return b
+		}
+		return []byte("null")
+	}
+	var m any
+	if b, err := json.Marshal(v); err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return []byte("null")
+	}
+	return b
+}
+
+func native(v any, depth int) bool {
+	if depth > 64 {
+		return false
+	}
+	switch x := v.(type) {
+	case nil, string, float64, bool:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !native(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if !native(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Cosine estimates how alike two tools are by their vectors, ok false when

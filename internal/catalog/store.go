@@ -102,12 +102,9 @@ func createStoreFile(dir string) (f *os.File, path string, err error) {
 // ref is a stored definition.
 type ref struct{ rest, schema *blob }
 
-// put stores def and returns its reference. The definition is not kept.
-func (s *store) put(def *mcp.Tool) (ref, error) {
-	schema, err := json.Marshal(def.InputSchema)
-	if err != nil {
-		return ref{}, fmt.Errorf("input schema: %v", err)
-	}
+// put stores def, its input schema given as JSON, and returns its
+// reference. The definition is not kept.
+func (s *store) put(def *mcp.Tool, schema []byte) (ref, error) {
 	d := *def
 	d.InputSchema = nil
 	rest, err := json.Marshal(&d)

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
@@ -118,5 +119,23 @@ func TestMemoryStore(t *testing.T) {
 	c.RemoveServer("fs")
 	if _, _, blobs := c.StoreSize(); blobs != 0 {
 		t.Fatalf("%d blobs left after the server was removed", blobs)
+	}
+}
+
+// The fast path for decoded schemas hashes exactly as the normalising
+// path does, and typed values still normalise.
+func TestDefinitionHashCanonical(t *testing.T) {
+	native := map[string]any{"type": "object", "properties": map[string]any{"b": map[string]any{"type": "number", "default": 1.5}, "a": map[string]any{"enum": []any{"x", nil, true}}}}
+	typed := map[string]any{"type": "object", "properties": map[string]any{"b": map[string]any{"type": "number", "default": 1.5}, "a": map[string]any{"enum": []any{"x", nil, true}}}}
+	typed["required"] = []string{"a"}
+	native["required"] = []any{"a"}
+	d1 := &mcp.Tool{Name: "t", Description: "<d>", InputSchema: native, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}
+	d2 := &mcp.Tool{Name: "t", Description: "<d>", InputSchema: typed, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}
+	if DefinitionHash(d1) != DefinitionHash(d2) {
+		t.Fatal("a []string and a []any schema hash differently")
+	}
+	raw := json.RawMessage(`{"required":["a"],"type":"object","properties":{"b":{"type":"number","default":1.5},"a":{"enum":["x",null,true]}}}`)
+	if DefinitionHash(&mcp.Tool{Name: "t", Description: "<d>", InputSchema: raw, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}) != DefinitionHash(d1) {
+		t.Fatal("a raw JSON schema with keys out of order hashes differently")
 	}
 }
