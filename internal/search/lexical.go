@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"math"
+	"strings"
 	"sync"
 )
 
@@ -106,7 +107,11 @@ func (l *Lexical) Set(_ context.Context, server string, docs []Doc) error {
 		l.ids[s] = ld.id
 		l.lens[s] = float32(ld.len)
 		for t, f := range ld.tf {
-			l.postings[t] = append(l.postings[t], posting{doc: s, tf: float32(f)})
+			p, ok := l.postings[t]
+			if !ok {
+				t = strings.Clone(t) // a term may be part of the tool's text
+			}
+			l.postings[t] = append(p, posting{doc: s, tf: float32(f)})
 		}
 		l.totalLen += ld.len
 		l.live++

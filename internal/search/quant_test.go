@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
+	"testing/quick"
 
 	"github.com/toolgate/toolgate/internal/embed"
 )
@@ -124,5 +127,31 @@ func TestSearchRescoresExactly(t *testing.T) {
 			}
 		}
 		d.Close()
+	}
+}
+
+// The ASCII fast path tokenizes exactly as the general one does.
+func TestTokenizeASCIIMatchesGeneral(t *testing.T) {
+	general := func(text string) []string {
+		// Force the rune path with a non-ASCII character that is a
+		// separator (a no-break space) at the end.
+		return Tokenize(text + "\u00a0")
+	}
+	for _, text := range []string{
+		"getFileInfo HTTPServer read_file a-b.c/d", "List the Azure storage accounts in subscription X2 ABCd",
+		"", "   ", "x", "AB", "aB", "Ab", "ABC", "fooBAR", "fooBARbaz", "v2Beta", "9lives", "the of and",
+		"Creates a NEW GitHub issue; returns {id, url}. Use when: the user wants to file a bug.",
+	} {
+		got, want := Tokenize(text), general(text)
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: fast path %q, general %q", text, got, want)
+		}
+	}
+	f := func(b []byte) bool {
+		s := strings.Map(func(r rune) rune { return r & 0x7f }, string(b))
+		return slices.Equal(Tokenize(s), general(s))
+	}
+	if err := quick.Check(f, nil); err != nil {
+		t.Error(err)
 	}
 }
