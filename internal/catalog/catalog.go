@@ -187,20 +187,34 @@ func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) (
 			bad = append(bad, fmt.Sprintf("tool %q (%s)", r.Tool, r.Reason))
 		}
 	}
-	tools := make([]*Tool, 0, len(defs))
-	docs := make([]search.Doc, 0, len(defs))
-	for _, d := range defs {
+	type prep struct {
+		t   *Tool
+		doc search.Doc
+		err error
+	}
+	preps := make([]prep, len(defs))
+	search.ParallelFor(len(defs), func(i int) {
+		d := defs[i]
 		schema := canonicalJSON(d.InputSchema)
 		r, err := c.st.put(d, schema)
 		if err != nil {
-			bad = append(bad, fmt.Sprintf("tool %q (%v)", d.Name, err))
-			continue
+			preps[i].err = err
+			return
 		}
 		t := &Tool{Server: server, Name: d.Name, Qualified: Qualify(server, d.Name), Summary: summary(d), Hash: definitionHash(d, schema), st: c.st, ref: r}
-		tools = append(tools, t)
 		doc := DocFor(server, d)
 		doc.ID = t.Qualified // one copy of the name, shared with the index
-		docs = append(docs, doc)
+		preps[i] = prep{t: t, doc: doc}
+	})
+	tools := make([]*Tool, 0, len(defs))
+	docs := make([]search.Doc, 0, len(defs))
+	for i, p := range preps {
+		if p.err != nil {
+			bad = append(bad, fmt.Sprintf("tool %q (%v)", defs[i].Name, p.err))
+			continue
+		}
+		tools = append(tools, p.t)
+		docs = append(docs, p.doc)
 	}
 	if err := c.index.Set(ctx, server, docs); err != nil {
 		for _, t := range tools {

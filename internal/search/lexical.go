@@ -81,15 +81,16 @@ func analyse(d Doc) lexDoc {
 }
 
 func (l *Lexical) Set(_ context.Context, server string, docs []Doc) error {
-	prepared := make([]lexDoc, 0, len(docs))
+	uniqDocs := make([]Doc, 0, len(docs))
 	seen := make(map[string]bool, len(docs))
 	for _, d := range docs {
-		if seen[d.ID] {
-			continue
+		if !seen[d.ID] {
+			seen[d.ID] = true
+			uniqDocs = append(uniqDocs, d)
 		}
-		seen[d.ID] = true
-		prepared = append(prepared, analyse(d))
 	}
+	prepared := make([]lexDoc, len(uniqDocs))
+	ParallelFor(len(uniqDocs), func(i int) { prepared[i] = analyse(uniqDocs[i]) })
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.removeLocked(server)

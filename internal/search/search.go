@@ -5,7 +5,9 @@ package search
 
 import (
 	"context"
+	"runtime"
 	"strings"
+	"sync"
 )
 
 // Doc is the searchable text of one tool.
@@ -79,4 +81,30 @@ type Index interface {
 // none.
 type Comparer interface {
 	Cosine(a, b string) (cos float64, ok bool)
+}
+
+// ParallelFor runs f(0) … f(n−1) on every core in contiguous chunks and
+// waits; small n run inline. Listing a server's thousands of tools is
+// where this pays.
+func ParallelFor(n int, f func(i int)) {
+	par := min(runtime.GOMAXPROCS(0), 8)
+	if par < 2 || n < 64 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + par - 1) / par
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
