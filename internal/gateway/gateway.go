@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -64,6 +65,9 @@ type Options struct {
 	// server comes up (see WaitStarted and Starting). Without it, New
 	// returns once every server has been tried (one-off commands).
 	StartInBackground bool
+	// StartConcurrency is how many configured servers connect at once;
+	// 0 is four per core, at least eight.
+	StartConcurrency int
 }
 
 // Gateway is a running toolgate instance.
@@ -71,6 +75,7 @@ type Gateway struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	stateDir string
+	startConcurrency int // Options.StartConcurrency
 
 	ups     *upstream.Manager
 	idx     search.Index
@@ -123,7 +128,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
+	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, startConcurrency: opts.StartConcurrency, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
 		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics()}
 	if g.gate == nil {
 		g.gate = gate.NewMemory()
@@ -303,10 +308,19 @@ func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 	for _, srv := range srvs {
 		g.startup.add(srv.Name())
 	}
+	// A bounded pool: a hundred stdio servers started at once on a small
+	// machine compete for the CPU until their connect timeouts fire.
+	sem := make(chan struct{}, g.startLimit())
 	for _, srv := range srvs {
 		go func() {
 			n := srv.Name()
 			defer g.serverStarted(n)
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				return
+			}
 			if err := g.indexConfigured(ctx, srv); err != nil && ctx.Err() == nil {
 				g.log.Warn("skipping server: it failed to start or list its tools; the others keep working", "server", n, "error", err)
 			}
@@ -321,6 +335,15 @@ func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 		return
 	}
 	done()
+}
+
+// startLimit is how many configured servers connect at once: four per
+// core, at least eight (connecting is mostly waiting on the upstream).
+func (g *Gateway) startLimit() int {
+	if g.startConcurrency > 0 {
+		return g.startConcurrency
+	}
+	return max(8, 4*runtime.GOMAXPROCS(0))
 }
 
 // indexConfigured puts a configured server's tools in the catalogue. A lazy
