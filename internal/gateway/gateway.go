@@ -72,9 +72,9 @@ type Options struct {
 
 // Gateway is a running toolgate instance.
 type Gateway struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	stateDir string
+	cfg              *config.Config
+	log              *slog.Logger
+	stateDir         string
 	startConcurrency int // Options.StartConcurrency
 
 	ups     *upstream.Manager
