@@ -114,6 +114,9 @@ func main() {
 			log.Print(err)
 			return
 		}
+		if run.out.gateway != nil {
+			run.out.gateway.Close()
+		}
 	}
 }
 
@@ -128,6 +131,24 @@ type runConfig struct {
 	distractors        int
 	gen                *distractorGen
 	synthetic, restart bool
+	// emb, when set, replaces the installed model (the smoke test uses
+	// the hashing embedder: the same index, none of the model's cost).
+	emb embed.Embedder
+	// out collects what a run measured, for the smoke test.
+	out outcome
+}
+
+// outcome is what a run found.
+type outcome struct {
+	base, with, warm evaluation
+	tools            int // in the catalogue with distractors
+	warnings         int
+	gateway          *gateway.Gateway // the warm one, open until the caller closes it
+}
+
+func (rc *runConfig) warn(err error) {
+	rc.out.warnings++
+	fmt.Fprintln(os.Stderr, "warning:", err)
 }
 
 type agg struct {
@@ -149,6 +170,8 @@ func (a *agg) pct(p float64) time.Duration {
 type evaluation struct {
 	per map[string]*agg
 	all *agg
+	// tops are each query's top 5 tool names, in order.
+	tops [][]string
 }
 
 func (e evaluation) sources() []string {
@@ -164,8 +187,15 @@ func (e evaluation) sources() []string {
 func (rc *runConfig) open(ctx context.Context, stateDir string) (*gateway.Gateway, time.Duration, error) {
 	scfg := config.Search{Mode: rc.mode, DenseWeight: &rc.weight}
 	t0 := time.Now()
-	idx, err := search.Open(scfg, stateDir, slog.New(slog.DiscardHandler))
-	if err != nil {
+	var idx search.Index
+	var err error
+	if rc.emb != nil {
+		cache, err := search.OpenVecCache(filepath.Join(stateDir, "embeddings"), rc.emb.ModelID(), rc.emb.Dim())
+		if err != nil {
+			return nil, 0, err
+		}
+		idx = search.NewHybrid(search.NewDense(rc.emb, cache, nil))
+	} else if idx, err = search.Open(scfg, stateDir, slog.New(slog.DiscardHandler)); err != nil {
 		return nil, 0, err
 	}
 	load := time.Since(t0)
@@ -204,13 +234,15 @@ func (rc *runConfig) run() error {
 	}
 	if rc.gen != nil && rc.synthetic && rc.mode != config.SearchLexical {
 		t0 := time.Now()
-		loc, err := model.Find()
-		if err != nil {
-			return err
-		}
-		m, err := embed.Load(loc.Dir)
-		if err != nil {
-			return err
+		m := rc.emb
+		if m == nil {
+			loc, err := model.Find()
+			if err != nil {
+				return err
+			}
+			if m, err = embed.Load(loc.Dir); err != nil {
+				return err
+			}
 		}
 		if err := rc.gen.seedSyntheticVectors(ctx, m, stateDir, rc.distractors); err != nil {
 			return fmt.Errorf("synthetic vectors: %w", err)
@@ -233,7 +265,7 @@ func (rc *runConfig) run() error {
 	t1 := time.Now()
 	for _, s := range order {
 		if err := g.Catalog().SetServer(ctx, s, byServer[s]); err != nil {
-			fmt.Fprintln(os.Stderr, "warning:", err)
+			rc.warn(err)
 		}
 	}
 	if err := g.WaitIndexed(ctx); err != nil {
@@ -244,6 +276,7 @@ func (rc *runConfig) run() error {
 	if err != nil {
 		return err
 	}
+	rc.out.base = base
 	rss, peak := procMem()
 	fmt.Printf("== %s  (model load %s, index build %s for %d tools = %.0f tools/s, RSS %d MB, peak %d MB)\n", rc.mode,
 		load.Round(time.Millisecond), build.Round(time.Millisecond), len(rc.tools), float64(len(rc.tools))/build.Seconds(), rss, peak)
@@ -265,12 +298,12 @@ func (rc *runConfig) run() error {
 	t2 := time.Now()
 	for _, s := range order {
 		if err := g.Catalog().SetServer(ctx, s, byServer[s]); err != nil {
-			fmt.Fprintln(os.Stderr, "warning:", err)
+			rc.warn(err)
 		}
 	}
 	err = rc.gen.eachServer(rc.distractors, func(server string, defs []*mcp.Tool) error {
 		if err := g.Catalog().SetServer(ctx, server, defs); err != nil {
-			fmt.Fprintln(os.Stderr, "warning:", err)
+			rc.warn(err)
 		}
 		return nil
 	})
@@ -281,6 +314,7 @@ func (rc *runConfig) run() error {
 		return err
 	}
 	dbuild := time.Since(t2)
+	rc.out.tools = g.Catalog().Len()
 	with, err := evaluate(ctx, g, rc.qs)
 	if err != nil {
 		return err
@@ -291,6 +325,7 @@ func (rc *runConfig) run() error {
 	if err != nil {
 		return err
 	}
+	rc.out.with = with
 	rss, peak = procMem()
 	if err := writeMemProfile(); err != nil {
 		return err
@@ -341,7 +376,7 @@ func (rc *runConfig) run() error {
 	}
 	for _, l := range lists {
 		if err := g.Catalog().SetServer(ctx, l.server, l.defs); err != nil {
-			fmt.Fprintln(os.Stderr, "warning:", err)
+			rc.warn(err)
 		}
 	}
 	lists = nil
@@ -358,6 +393,10 @@ func (rc *runConfig) run() error {
 	}
 	fmt.Printf("warm restart at %d tools: %s until a hybrid search over every tool answers (model load %s); %s of CPU (the machine's load inflates wall time, not CPU)\n\n",
 		n, warm.Round(time.Millisecond), load.Round(time.Millisecond), warmCPU.Round(time.Millisecond))
+	if rc.out.warm, err = evaluate(ctx, g, rc.qs); err != nil {
+		return err
+	}
+	rc.out.gateway, g = g, nil
 	return nil
 }
 
@@ -384,6 +423,11 @@ func evaluate(ctx context.Context, g *gateway.Gateway, qs []queryRow) (evaluatio
 		if err != nil {
 			return e, err
 		}
+		var top []string
+		for _, r := range res[:min(5, len(res))] {
+			top = append(top, r.Name)
+		}
+		e.tops = append(e.tops, top)
 		names := make([][]string, len(res))
 		for i, r := range res {
 			// An entry covers a group when the tool or one of the
