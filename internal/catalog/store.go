@@ -197,7 +197,8 @@ func (s *store) maybeCompactLocked() {
 			buf = make([]byte, b.n)
 		}
 		buf = buf[:b.n]
-		if _, err := s.f.ReadAt(buf, b.off); err == nil {
+		_, err := s.f.ReadAt(buf, b.off)
+		if err == nil {
 			_, err = nf.WriteAt(buf, end)
 		}
 		if err != nil {
