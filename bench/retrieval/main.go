@@ -321,10 +321,12 @@ func (rc *runConfig) run() error {
 	}
 	// The same queries again: their vectors are cached, so this is the
 	// ranking alone (cosine scan, BM25, fusion, filters, definitions).
+	c0 := cpuTime()
 	again, err := evaluate(ctx, g, rc.qs)
 	if err != nil {
 		return err
 	}
+	cpuPerSearch := (cpuTime() - c0) / time.Duration(len(rc.qs))
 	rc.out.with = with
 	rss, peak = procMem()
 	if err := writeMemProfile(); err != nil {
@@ -341,9 +343,9 @@ func (rc *runConfig) run() error {
 		fmt.Printf("%-14s %8.3f %8.3f %+7.1f %8.3f %8.3f %+7.1f\n", s, a.recall(2), b.recall(2), 100*(b.recall(2)-a.recall(2)),
 			a.meanRR(), b.meanRR(), 100*(b.meanRR()-a.meanRR()))
 	}
-	fmt.Printf("\nat %d tools: search p50 %s p99 %s (query embedding included), %s / %s (query vector cached); index build %s (%.0f tools/s, %s vectors); RSS steady %d MB, peak %d MB\n",
+	fmt.Printf("\nat %d tools: search p50 %s p99 %s (query embedding included), %s / %s (query vector cached, %s of CPU each); index build %s (%.0f tools/s, %s vectors); RSS steady %d MB, peak %d MB\n",
 		n, with.all.pct(0.5).Round(10*time.Microsecond), with.all.pct(0.99).Round(10*time.Microsecond),
-		again.all.pct(0.5).Round(10*time.Microsecond), again.all.pct(0.99).Round(10*time.Microsecond), dbuild.Round(time.Millisecond),
+		again.all.pct(0.5).Round(10*time.Microsecond), again.all.pct(0.99).Round(10*time.Microsecond), cpuPerSearch.Round(10*time.Microsecond), dbuild.Round(time.Millisecond),
 		float64(n)/dbuild.Seconds(), map[bool]string{true: "cached synthetic", false: "model"}[rc.synthetic && rc.mode != config.SearchLexical],
 		rss, peak)
 	if !rc.restart {
