@@ -81,6 +81,12 @@ func analyse(d Doc) lexDoc {
 }
 
 func (l *Lexical) Set(_ context.Context, server string, docs []Doc) error {
+	l.set(server, docs)
+	return nil
+}
+
+// set is Set returning each indexed document's ID and slot.
+func (l *Lexical) set(server string, docs []Doc) ([]string, []int32) {
 	uniqDocs := make([]Doc, 0, len(docs))
 	seen := make(map[string]bool, len(docs))
 	for _, d := range docs {
@@ -119,7 +125,11 @@ func (l *Lexical) Set(_ context.Context, server string, docs []Doc) error {
 		slots = append(slots, s)
 	}
 	l.byServer[server] = slots
-	return nil
+	ids := make([]string, len(prepared))
+	for i, ld := range prepared {
+		ids[i] = ld.id
+	}
+	return ids, slots
 }
 
 func (l *Lexical) Remove(server string) {
@@ -169,6 +179,23 @@ func (l *Lexical) removeLocked(server string) {
 // scores returns every document matching a query term with its score on
 // the scale described at Lexical, unsorted.
 func (l *Lexical) scores(query string) []Hit {
+	lh := l.slotScores(query)
+	hits := make([]Hit, len(lh))
+	for i, h := range lh {
+		hits[i] = Hit{ID: h.id, Score: h.score}
+	}
+	return hits
+}
+
+// lexHit is a scored document with its slot.
+type lexHit struct {
+	slot  int32
+	id    string
+	score float64
+}
+
+// slotScores is scores with each document's slot.
+func (l *Lexical) slotScores(query string) []lexHit {
 	terms := uniq(Tokenize(query))
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -204,9 +231,9 @@ func (l *Lexical) scores(query string) []Hit {
 	for _, s := range touched {
 		best = max(best, float64(acc[s]))
 	}
-	hits := make([]Hit, len(touched))
+	hits := make([]lexHit, len(touched))
 	for i, s := range touched {
-		hits[i] = Hit{ID: l.ids[s], Score: float64(acc[s]) / best}
+		hits[i] = lexHit{slot: s, id: l.ids[s], score: float64(acc[s]) / best}
 	}
 	return hits
 }
