@@ -180,14 +180,8 @@ type SearchResult struct {
 	Description string
 	InputSchema any
 	Score       float64
-	// Def is the upstream definition; filters must not modify it. It is
-	// nil for a near-duplicate folded into a better-ranked result when no
-	// search filter runs.
+	// Def is the upstream definition; filters must not modify it.
 	Def *mcp.Tool
-	// Alternatives are other servers' tools that do the same thing,
-	// folded into this result (qualified names, best first). Search
-	// filters see each of them as a result of its own.
-	Alternatives []string
 }
 
 // CallRequest is a call_tool invocation. Filters may replace Arguments to

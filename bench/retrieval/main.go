@@ -484,7 +484,7 @@ func cpuTime() time.Duration {
 // (Linux; a no-op elsewhere).
 func resetPeak() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
-func printMiss(q queryRow, res []extension.SearchResult) {
+func printMiss(q queryRow, res []gateway.Found) {
 	fmt.Printf("MISS %s: %q\n", q.Source, q.Query)
 	for i, r := range res[:min(5, len(res))] {
 		fmt.Printf("   %d. %-55s %.3f\n", i+1, r.Name, r.Score)

@@ -27,6 +27,15 @@ const (
 	diversifyWindow = 50
 )
 
+// Found is one entry of a search answer: a tool, and other servers' tools
+// that do the same thing folded into it.
+type Found struct {
+	extension.SearchResult
+	// Alternatives are the folded tools (qualified names, best first).
+	// Search filters saw each of them as a result of its own.
+	Alternatives []string
+}
+
 // entry is one capability in a search answer: the best-ranked tool and
 // other servers' near-duplicates of it, best first.
 type entry struct {
@@ -99,13 +108,13 @@ func normalName(s string) string {
 // the filters' order) leads the entry and the others become its
 // Alternatives. Definitions are read only for what a filter may inspect
 // or the answer shows: with no search filter, the leaders.
-func (g *Gateway) filterEntries(ctx context.Context, req *extension.SearchRequest, entries []entry) ([]extension.SearchResult, error) {
+func (g *Gateway) filterEntries(ctx context.Context, req *extension.SearchRequest, entries []entry) ([]Found, error) {
 	filters := g.pipe.SearchFilters() > 0
 	chunk := req.TopK
 	if filters {
 		chunk = max(4*req.TopK, searchChunk)
 	}
-	var out []extension.SearchResult
+	var out []Found
 	for lo := 0; lo == 0 || lo < len(entries) && len(out) < req.TopK; {
 		hi := min(lo+chunk, len(entries))
 		var part []extension.SearchResult
@@ -139,9 +148,8 @@ func (g *Gateway) filterEntries(ctx context.Context, req *extension.SearchReques
 					r = searchResult(t, r.Score)
 				}
 			}
-			r.Alternatives = nil
 			at[i] = len(out)
-			out = append(out, r)
+			out = append(out, Found{SearchResult: r})
 		}
 		lo = max(hi, 1)
 	}

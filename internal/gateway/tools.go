@@ -334,7 +334,7 @@ func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolR
 	}
 	// Several queries: the top k of each, in order; a tool found for an
 	// earlier query is not repeated.
-	var results []extension.SearchResult
+	var results []Found
 	var foundFor []string
 	var notes []string
 	seen := map[string]bool{}
@@ -406,7 +406,7 @@ func round3(f float64) float64 { return float64(int(f*1000+0.5)) / 1000 }
 // the similarity threshold, pass the ranking through the search filters, then
 // keep the top req.TopK. It returns the results and a note when the index is
 // still being built.
-func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]extension.SearchResult, string, error) {
+func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]Found, string, error) {
 	matches, res, err := g.cat.Search(ctx, req.Query, maxCandidates, g.cfg.Filters.SimilarityThreshold)
 	if err != nil {
 		return nil, "", err
