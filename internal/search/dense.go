@@ -454,7 +454,8 @@ const parallelMin = 1 << 18
 func (d *Dense) cosinesLocked(q []float32, out []float32) {
 	qi, qs := quantiseQuery(q)
 	n := len(d.ids)
-	raw := make([]int32, n)
+	raw := getI32(n)
+	defer putI32(raw)
 	scan := func(lo, hi int) {
 		dotRowsI8(qi, d.q8[lo*d.dim:hi*d.dim], d.dim, raw[lo:hi])
 		for s := lo; s < hi; s++ {
@@ -559,9 +560,11 @@ func (d *Dense) Search(ctx context.Context, query string, limit int, minScore fl
 	}
 	var res Result
 	d.mu.RLock()
-	cos := make([]float32, len(d.ids))
+	cos := getF32(len(d.ids), false)
+	defer putF32(cos)
 	d.cosinesLocked(q, cos)
-	score := make([]float32, len(cos))
+	score := getF32(len(cos), false)
+	defer putF32(score)
 	for s, c := range cos {
 		score[s] = float32(clamp01(c))
 	}

@@ -79,9 +79,11 @@ func (h *Hybrid) Search(ctx context.Context, query string, limit int, minScore f
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	d.mu.RLock()
-	cos := make([]float32, len(d.ids))
+	cos := getF32(len(d.ids), false)
+	defer putF32(cos)
 	d.cosinesLocked(q, cos)
-	score := make([]float32, len(cos))
+	score := getF32(len(cos), false)
+	defer putF32(score)
 	for s, c := range cos {
 		if d.state[s] == slotReady {
 			score[s] = w * float32(clamp01(c))

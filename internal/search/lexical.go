@@ -204,8 +204,16 @@ func (l *Lexical) slotScores(query string) []lexHit {
 	}
 	n := float64(l.live)
 	avg := float32(l.totalLen / n)
-	acc := make([]float32, len(l.ids))
+	// acc comes zeroed from the pool and goes back zeroed: only the
+	// touched entries are cleared, not the whole catalogue's.
+	acc := getF32(len(l.ids), true)
 	touched := make([]int32, 0, 256)
+	defer func() {
+		for _, s := range touched {
+			acc[s] = 0
+		}
+		putZeroedF32(acc)
+	}()
 	var ref float64
 	for _, t := range terms {
 		p := l.postings[t]
