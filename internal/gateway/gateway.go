@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -68,13 +69,17 @@ type Options struct {
 	// server comes up (see WaitStarted and Starting). Without it, New
 	// returns once every server has been tried (one-off commands).
 	StartInBackground bool
+	// StartConcurrency is how many configured servers connect at once;
+	// 0 is four per core, at least eight.
+	StartConcurrency int
 }
 
 // Gateway is a running toolgate instance.
 type Gateway struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	stateDir string
+	cfg              *config.Config
+	log              *slog.Logger
+	stateDir         string
+	startConcurrency int // Options.StartConcurrency
 
 	ups    *upstream.Manager
 	idx    search.Index
@@ -146,7 +151,7 @@ func New(ctx context.Context, opts Options) (_ *Gateway, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
+	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, startConcurrency: opts.StartConcurrency, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
 		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics()}
 	defer func() {
 		if err != nil {
@@ -176,7 +181,17 @@ func New(ctx context.Context, opts Options) (_ *Gateway, err error) {
 	if idx == nil {
 		idx = search.NewLexical()
 	}
-	g.cat = catalog.New(idx)
+	if opts.StateDir == "" {
+		g.cat = catalog.New(idx)
+	} else {
+		// Full tool definitions live in a file in the state folder; the
+		// heap holds what search and routing need.
+		cat, err := catalog.Open(idx, opts.StateDir, log)
+		if err != nil {
+			return nil, err
+		}
+		g.cat = cat
+	}
 	g.idx = idx
 	g.setLimits(opts.Config.Limits)
 
@@ -347,10 +362,19 @@ func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 	for _, srv := range srvs {
 		g.startup.add(srv.Name())
 	}
+	// A bounded pool: a hundred stdio servers started at once on a small
+	// machine compete for the CPU until their connect timeouts fire.
+	sem := make(chan struct{}, g.startLimit())
 	for _, srv := range srvs {
 		go func() {
 			n := srv.Name()
 			defer g.serverStarted(n)
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				return
+			}
 			if err := g.indexConfigured(ctx, srv); err != nil && ctx.Err() == nil {
 				g.log.Warn("skipping server: it failed to start or list its tools; the others keep working", "server", n, "error", err)
 			}
@@ -365,6 +389,15 @@ func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 		return
 	}
 	done()
+}
+
+// startLimit is how many configured servers connect at once: four per
+// core, at least eight (connecting is mostly waiting on the upstream).
+func (g *Gateway) startLimit() int {
+	if g.startConcurrency > 0 {
+		return g.startConcurrency
+	}
+	return max(8, 4*runtime.GOMAXPROCS(0))
 }
 
 // indexConfigured puts a configured server's tools in the catalogue. A lazy
@@ -490,7 +523,7 @@ func (g *Gateway) toolRefs() []extension.ToolRef {
 	all := g.cat.All()
 	out := make([]extension.ToolRef, len(all))
 	for i, t := range all {
-		out[i] = extension.ToolRef{Server: t.Server, Def: t.Def}
+		out[i] = extension.ToolRef{Server: t.Server, Def: t.Def()}
 	}
 	return out
 }
@@ -531,6 +564,7 @@ func (g *Gateway) Close() error {
 	if c, ok := g.idx.(io.Closer); ok {
 		errs = append(errs, c.Close())
 	}
+	errs = append(errs, g.cat.Close())
 	if g.audit != nil {
 		errs = append(errs, g.audit.Close())
 	}

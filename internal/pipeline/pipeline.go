@@ -136,6 +136,10 @@ func (p *Pipeline) Close() error {
 	return errors.Join(errs...)
 }
 
+// SearchFilters is the number of search filters: with none, a search
+// need not read more tool definitions than it returns.
+func (p *Pipeline) SearchFilters() int { return len(p.search) }
+
 // Visible passes tools through every visibility filter.
 func (p *Pipeline) Visible(ctx context.Context, req *extension.VisibilityRequest, tools []extension.SearchResult) ([]extension.SearchResult, error) {
 	tr := TraceFrom(ctx)
