@@ -109,11 +109,11 @@ try {
   await failedRow.locator('summary').click();
   await failedRow.locator('dd', { hasText: '[REDACTED]' }).first().waitFor();
   await noSecret('activity');
-  // Drawn again after the calls, a call's row lists its response filters too.
+  // Drawn again after the calls, a call's row lists every middleware with its final verdict (output_poisoning judged the result).
   await page.reload();
   const reloaded = page.locator('li.ev', { hasText: 'everything__get-sum' }).filter({ has: page.locator('.badge-allow') }).first();
   await reloaded.locator('summary').click();
-  await reloaded.getByRole('row', { name: /dev.toolgate\/output_poisoning response pass/ }).waitFor();
+  await reloaded.getByRole('row', { name: /dev.toolgate\/output_poisoning call pass/ }).waitFor();
   await shot('activity');
   log('the blocked call appeared with its reason (version_pinning)');
 
