@@ -15,7 +15,7 @@ DATE    ?= $(shell git log -1 --format=%cI 2>/dev/null || date -u +%Y-%m-%dT%H:%
 LDFLAGS := -s -w -X github.com/toolgate/toolgate/cli.version=$(VERSION) -X github.com/toolgate/toolgate/cli.commit=$(COMMIT) -X github.com/toolgate/toolgate/cli.date=$(DATE)
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
-.PHONY: all build run run-stdio deps chromium screenshots model verify-model test e2e unit lint staticcheck fuzz bench bench-retrieval train-detectors bench-poisoning generate check-generated conformance release clean
+.PHONY: all build run run-stdio deps redis-server chromium screenshots model verify-model test e2e unit lint staticcheck fuzz bench bench-retrieval train-detectors bench-poisoning generate check-generated conformance release clean
 
 all: build
 
@@ -24,7 +24,16 @@ build:
 
 # The npm MCP servers used by the example config and the end-to-end tests,
 # pinned in package-lock.json, and the embedding model for semantic search.
-deps: node_modules/.installed model
+deps: node_modules/.installed model redis-server
+# redis-server for the shared-state tests (internal/state, test/e2e): they
+# start private instances. Installed from Debian when missing and root;
+# otherwise those tests fail naming the install command.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing redis-server"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >/dev/null; \
+		else echo "redis-server is missing; the Redis tests will fail: sudo apt-get install redis-server" >&2; fi; }
 node_modules/.installed: package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund --loglevel=error
 	@touch $@

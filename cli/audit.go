@@ -44,15 +44,22 @@ func newAuditCmd() *cobra.Command {
 		RunE:  groupRun,
 	}
 	var c common
+	var sh sharedFlags
 	verify := &cobra.Command{
 		Use:   "verify",
 		Short: "Check the audit log's hash chain",
-		Args:  noArgs,
+		Long: `Check the audit log's hash chain. With --state redis://..., check every
+replica's chain in the merged stream the replicas sharing that Redis write.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sh.url != "" {
+				return runAuditVerifyShared(cmd.Context(), sh, cmd.OutOrStdout())
+			}
 			return runAuditVerify(&c, cmd.OutOrStdout())
 		},
 	}
 	c.registerState(verify, "config file (for audit.path)")
+	sh.register(verify)
 	cmd.AddCommand(verify)
 	return cmd
 }
@@ -130,6 +137,7 @@ var (
 // fixes the event type for calls and detections.
 func newEventsCmd(name, kind string) *cobra.Command {
 	var c common
+	var sh sharedFlags
 	var f eventFilter
 	var asJSON bool
 	short := map[string]string{
@@ -148,10 +156,14 @@ func newEventsCmd(name, kind string) *cobra.Command {
 			if t, ok := typeAliases[f.typ]; ok {
 				f.typ = t
 			}
+			if sh.url != "" {
+				return runEventsShared(cmd.Context(), sh, f, asJSON, cmd.OutOrStdout())
+			}
 			return runEvents(&c, f, asJSON, cmd.OutOrStdout())
 		},
 	}
 	c.registerState(cmd, "config file (for audit.path)")
+	sh.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.session, "session", "", "only this session (its full id or a unique prefix)")
 	fl.StringVar(&f.principal, "principal", "", "only this caller (an API key's principal, or ISSUER|SUBJECT for a token)")
@@ -180,31 +192,47 @@ func runEvents(c *common, f eventFilter, asJSON bool, stdout io.Writer) error {
 			return err
 		}
 	}
-	now := time.Now()
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	enc := json.NewEncoder(stdout)
-	err = audit.Read(p, func(e *audit.Event) error {
-		if !f.match(e, now) {
-			return nil
-		}
-		if asJSON {
-			return enc.Encode(e)
-		}
-		who := joinNonEmpty(e.Server, e.Tool)
-		if e.Type == audit.NetworkConnection {
-			who = fmt.Sprintf("%s → %v:%v", e.Server, e.Fields["host"], e.Fields["port"])
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", e.Time.Local().Format(time.DateTime), e.Type, orDash(who), orDash(e.Action), orDash(e.Reason), orDash(e.Session))
-		if e.Principal != "" {
-			fmt.Fprintf(tw, "\t%s", e.Principal)
-		}
-		fmt.Fprintln(tw)
-		return nil
-	})
-	if err != nil {
+	pr := newEventPrinter(f, asJSON, stdout)
+	if err := audit.Read(p, pr.print); err != nil {
 		return err
 	}
-	return tw.Flush()
+	return pr.tw.Flush()
+}
+
+// eventPrinter prints the events a filter selects, as a table or JSON.
+type eventPrinter struct {
+	f      eventFilter
+	asJSON bool
+	now    time.Time
+	tw     *tabwriter.Writer
+	enc    *json.Encoder
+}
+
+func newEventPrinter(f eventFilter, asJSON bool, stdout io.Writer) *eventPrinter {
+	return &eventPrinter{f: f, asJSON: asJSON, now: time.Now(), tw: tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0), enc: json.NewEncoder(stdout)}
+}
+
+func (p *eventPrinter) print(e *audit.Event) error {
+	if !p.f.match(e, p.now) {
+		return nil
+	}
+	if p.asJSON {
+		return p.enc.Encode(e)
+	}
+	who := joinNonEmpty(e.Server, e.Tool)
+	if e.Type == audit.NetworkConnection {
+		who = fmt.Sprintf("%s → %v:%v", e.Server, e.Fields["host"], e.Fields["port"])
+	}
+	tw := p.tw
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", e.Time.Local().Format(time.DateTime), e.Type, orDash(who), orDash(e.Action), orDash(e.Reason), orDash(e.Session))
+	if e.Replica != "" {
+		fmt.Fprintf(tw, "\t%s", e.Replica)
+	}
+	if e.Principal != "" {
+		fmt.Fprintf(tw, "\t%s", e.Principal)
+	}
+	fmt.Fprintln(tw)
+	return nil
 }
 
 // resolveSession finds the one session in the audit log at path whose id

@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/search"
 	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // Main runs the toolgate command line with os.Args and exits. exts are
@@ -275,7 +276,13 @@ func (c *common) open(ctx context.Context, stderr io.Writer, exts []extension.Ex
 		return nil, nil, err
 	}
 	log.Info("starting", "config", cfg.Path, "state_dir", stateDir, "servers", len(cfg.Servers))
-	idx, err := search.Open(cfg.Search, stateDir, log)
+	// Replicas sharing state share their embedding cache too (the gateway
+	// opens its own client for the decisions).
+	shared, err := state.Open(ctx, cfg.State, log.With("component", "state"))
+	if err != nil {
+		return nil, nil, err
+	}
+	idx, err := search.OpenShared(cfg.Search, stateDir, log, shared)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -191,7 +191,7 @@ func newToolsCmd(exts []extension.Extension) *cobra.Command {
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				for _, t := range tools {
-					if err := enc.Encode(map[string]any{"name": t.Qualified, "server": t.Server, "description": t.Def.Description, "inputSchema": t.Def.InputSchema}); err != nil {
+					if err := enc.Encode(map[string]any{"name": t.Qualified, "server": t.Server, "description": t.Def().Description, "inputSchema": t.Def().InputSchema}); err != nil {
 						return err
 					}
 				}
@@ -199,7 +199,7 @@ func newToolsCmd(exts []extension.Extension) *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			for _, t := range tools {
-				fmt.Fprintf(tw, "%s\t%s\n", t.Qualified, firstLine(t.Def.Description, 90))
+				fmt.Fprintf(tw, "%s\t%s\n", t.Qualified, firstLine(t.Summary, 90))
 			}
 			return tw.Flush()
 		},
@@ -217,6 +217,8 @@ type searchHit struct {
 	Score       float64 `json:"score"`
 	Description string  `json:"description"`
 	InputSchema any     `json:"inputSchema,omitempty"`
+	// Alternatives are other servers' tools folded into this one.
+	Alternatives []string `json:"alternatives,omitempty"`
 }
 
 func newSearchCmd(exts []extension.Extension) *cobra.Command {
@@ -257,7 +259,8 @@ func newSearchCmd(exts []extension.Extension) *cobra.Command {
 			if asJSON {
 				hits := make([]searchHit, len(res))
 				for i, r := range res {
-					hits[i] = searchHit{Name: r.Name, Server: r.Server, Tool: r.Tool, Score: r.Score, Description: r.Description, InputSchema: r.InputSchema}
+					hits[i] = searchHit{Name: r.Name, Server: r.Server, Tool: r.Tool, Score: r.Score, Description: r.Description, InputSchema: r.InputSchema,
+						Alternatives: r.Alternatives}
 				}
 				return writeJSON(stdout, map[string]any{"query": args[0], "results": hits, "note": note})
 			}
@@ -267,6 +270,9 @@ func newSearchCmd(exts []extension.Extension) *cobra.Command {
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			for _, r := range res {
 				fmt.Fprintf(tw, "%.3f\t%s\t%s\n", r.Score, r.Name, firstLine(r.Description, 80))
+				if len(r.Alternatives) > 0 {
+					fmt.Fprintf(tw, "\t  also offered by\t%s\n", strings.Join(r.Alternatives, ", "))
+				}
 			}
 			if note != "" {
 				fmt.Fprintln(tw, "note:", note)

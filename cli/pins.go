@@ -13,11 +13,14 @@ import (
 	"github.com/spf13/cobra"
 
 	pin "github.com/toolgate/toolgate/extensions/version_pinning"
+	"github.com/toolgate/toolgate/internal/config"
 )
 
 // pinsFlags are the flags of the pins subcommands.
 type pinsFlags struct {
 	stateDir     string
+	stateURL     string
+	statePrefix  string
 	asJSON       bool
 	server, tool string
 	hash         string
@@ -29,7 +32,9 @@ func newPinsCmd() *cobra.Command {
 		Use:   "pins",
 		Short: "Manage definition pins (list, diff, trust, reset)",
 		Long: `Pins live in pins.json in the state directory; a running gateway picks up
-changes on its next call.`,
+changes on its next call. Replicas with the state backend "redis" keep their
+pins in Redis: give --state redis://... (and --state-prefix when the config
+sets another prefix) to change them for every replica at once.`,
 		Args: usageArgs(cobra.ArbitraryArgs),
 		RunE: groupRun,
 	}
@@ -44,6 +49,8 @@ changes on its next call.`,
 			},
 		}
 		c.Flags().StringVar(&f.stateDir, "state-dir", "", "state directory (default ~/.local/state/toolgate)")
+		c.Flags().StringVar(&f.stateURL, "state", "", "the replicas' shared state: redis:// or rediss:// URL (instead of the state directory)")
+		c.Flags().StringVar(&f.statePrefix, "state-prefix", config.DefaultStatePrefix, "key prefix of the shared state (the config's state.prefix)")
 		setup(c, &f)
 		cmd.AddCommand(c)
 	}
@@ -83,11 +90,22 @@ func runPins(ctx context.Context, sub string, f *pinsFlags, stdout io.Writer) er
 			return usageError{errors.New("--hash applies to tools only")}
 		}
 	}
-	dir, err := resolveStateDir(f.stateDir)
-	if err != nil {
-		return err
+	var st *pin.Store
+	if f.stateURL != "" {
+		b, err := openSharedState(ctx, f.stateURL, f.statePrefix)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		st = pin.NewSharedStore(b)
+		defer st.Close()
+	} else {
+		dir, err := resolveStateDir(f.stateDir)
+		if err != nil {
+			return err
+		}
+		st = pin.NewStore(dir)
 	}
-	st := pin.NewStore(dir)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

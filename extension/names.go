@@ -33,15 +33,15 @@ func Split(qualified string) (server, tool string, ok bool) {
 // object keys sorted (encoding/json sorts map keys; the schema is
 // normalised through a map).
 func CanonicalDefinition(d *mcp.Tool) json.RawMessage {
-	var schema any
-	if b, err := json.Marshal(d.InputSchema); err == nil {
-		_ = json.Unmarshal(b, &schema)
-	}
-	var ann any
+	return canonicalDefinition(d, CanonicalJSON(d.InputSchema))
+}
+
+// canonicalDefinition is CanonicalDefinition with the input schema already
+// in canonical JSON.
+func canonicalDefinition(d *mcp.Tool, schema json.RawMessage) json.RawMessage {
+	ann := json.RawMessage("null")
 	if d.Annotations != nil {
-		if b, err := json.Marshal(d.Annotations); err == nil {
-			_ = json.Unmarshal(b, &ann)
-		}
+		ann = CanonicalJSON(d.Annotations)
 	}
 	b, _ := json.Marshal(map[string]any{"name": d.Name, "description": d.Description, "inputSchema": schema, "annotations": ann})
 	return b
@@ -50,8 +50,65 @@ func CanonicalDefinition(d *mcp.Tool) json.RawMessage {
 // DefinitionHash is the hex SHA-256 of a tool's canonical definition: the
 // hash pins record and audit events carry as tool_hash.
 func DefinitionHash(d *mcp.Tool) string {
-	sum := sha256.Sum256(CanonicalDefinition(d))
+	return DefinitionHashOf(d, CanonicalJSON(d.InputSchema))
+}
+
+// DefinitionHashOf is DefinitionHash with d's input schema already encoded
+// by CanonicalJSON, for a caller that keeps that encoding (the catalogue
+// stores it) and so need not encode the schema twice.
+func DefinitionHashOf(d *mcp.Tool, schema json.RawMessage) string {
+	sum := sha256.Sum256(canonicalDefinition(d, schema))
 	return hex.EncodeToString(sum[:])
+}
+
+// CanonicalJSON encodes v with object keys sorted; "null" when it cannot
+// be encoded. A value made only of what a JSON decoder makes (maps,
+// slices, strings, float64, bool, nil), as an upstream's schema is, is
+// encoded as it is; anything else (typed schemas, structs) is normalised
+// through a map first.
+func CanonicalJSON(v any) json.RawMessage {
+	if native(v, 0) {
+		if b, err := json.Marshal(v); err == nil {
+			return b
+		}
+		return json.RawMessage("null")
+	}
+	var m any
+	if b, err := json.Marshal(v); err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// native reports whether v is made only of decoded JSON values, which
+// encoding/json encodes canonically (map keys sorted).
+func native(v any, depth int) bool {
+	if depth > 64 {
+		return false
+	}
+	switch x := v.(type) {
+	case nil, string, float64, bool:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !native(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if !native(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Event types an extension may emit (Event.Type), as they appear in the

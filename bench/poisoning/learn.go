@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -277,11 +279,9 @@ func fitLogistic(ins []instance, ys []bool) *logistic {
 			nneg++
 		}
 	}
-	wpos, wneg := 0.5/max(npos, 1), 0.5/max(nneg, 1)
+	wpos, wneg := posWeight/max(npos, 1), (1-posWeight)/max(nneg, 1)
 	const (
-		epochs = 300
 		lr     = 0.02
-		l2     = 3e-3
 		b1, b2 = 0.9, 0.999
 	)
 	// Parameters: dim dense weights, nh hashed weights, the bias.
@@ -313,8 +313,11 @@ func fitLogistic(ins []instance, ys []bool) *logistic {
 			}
 			g[dim+nh] += e
 		}
-		for j := 0; j < dim+nh; j++ {
-			g[j] += l2 * w[j]
+		for j := 0; j < dim; j++ {
+			g[j] += l2Dense * w[j]
+		}
+		for j := dim; j < dim+nh; j++ {
+			g[j] += l2Hashed * w[j]
 		}
 		c1, c2 := 1-math.Pow(b1, float64(t)), 1-math.Pow(b2, float64(t))
 		for j := range g {
@@ -391,7 +394,7 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 				best, bs = j, s
 			}
 		}
-		if f.whole[i] >= 0 && f.whole[i] != best {
+		if milWhole && f.whole[i] >= 0 && f.whole[i] != best {
 			xs, ys = append(xs, f.parts[i][f.whole[i]]), append(ys, true)
 		}
 		if best >= 0 {
@@ -412,7 +415,21 @@ func docScore(m *logistic, f *featurized, i int) float64 {
 
 // targetFPR is the document-level false-positive rate the threshold is set
 // for, on out-of-fold scores of the training documents.
-const targetFPR = 0.005
+var targetFPR = 0.01
+
+// The L2 penalties of the dense (embedding and structural, standardised)
+// and hashed n-gram weights.
+var l2Dense, l2Hashed = 3e-2, 3e-2
+
+// epochs of full-batch Adam, and the share of the loss carried by the
+// positive instances (0.5: classes balanced).
+var (
+	// milWhole keeps a malicious definition's whole text as a positive in
+	// the second round, next to its worst part.
+	milWhole  = true
+	epochs    = 150
+	posWeight = 0.5
+)
 
 // fitWithThreshold trains on idx and picks the threshold from 5-fold
 // out-of-fold scores within idx: the lowest threshold at which at most
@@ -421,6 +438,7 @@ const targetFPR = 0.005
 func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64) {
 	const k = 5
 	var clean, bad []float64
+	oof := map[int]float64{}
 	type sc struct {
 		s  float64
 		id string
@@ -437,6 +455,7 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64)
 		}
 		m := train(f, docs, tr)
 		for _, i := range te {
+			oof[i] = docScore(m, f, i)
 			if !docs[i].malicious {
 				clean = append(clean, docScore(m, f, i))
 				top = append(top, sc{clean[len(clean)-1], docs[i].id + " " + clip(docs[i].text, 80)})
@@ -473,8 +492,40 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64)
 			fmt.Printf("    oof at %.2f: recall %d/%d, clean flagged %d/%d\n", q, n, len(bad), m, len(clean))
 		}
 	}
+	if printOOF {
+		// Per source, at the chosen threshold: the out-of-fold figures
+		// (folds by group, e.g. by server for the real tools), an estimate
+		// for unseen rows of sources that are in training.
+		bySrc := map[string]*[4]int{} // tp, fn, fp, tn
+		for _, i := range idx {
+			c := bySrc[docs[i].source]
+			if c == nil {
+				c = &[4]int{}
+				bySrc[docs[i].source] = c
+			}
+			hit := oof[i] >= th
+			switch {
+			case docs[i].malicious && hit:
+				c[0]++
+			case docs[i].malicious:
+				c[1]++
+			case hit:
+				c[2]++
+			default:
+				c[3]++
+			}
+		}
+		for _, src := range slices.Sorted(maps.Keys(bySrc)) {
+			c := bySrc[src]
+			fmt.Printf("  out of fold at threshold %.3f, %-38s recall %s (%d of %d)  FPR %s (%d of %d)\n", th, src, ratio(c[0], c[0]+c[1]), c[0], c[0]+c[1], ratio(c[2], c[2]+c[3]), c[2], c[2]+c[3])
+		}
+	}
 	return train(f, docs, idx), th
 }
+
+// printOOF prints the out-of-fold figures per source when training the
+// shipped weights.
+var printOOF bool
 
 var debugThresholds = os.Getenv("POISON_DEBUG") != ""
 
@@ -504,6 +555,7 @@ type learned struct {
 	outs     []doc
 	defF     *featurized
 	outF     *featurized
+	gate     *gateData
 	modelID  string
 	features []string
 }
@@ -516,6 +568,21 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	}
 	if l.outF, err = featurize(emb, outs); err != nil {
 		return nil, err
+	}
+	l.gate = gateFeaturize(outs)
+	goNeg, err := goSourceNegatives()
+	if err != nil {
+		return nil, err
+	}
+	l.gate.extra = append(l.gate.extra, goNeg...)
+	for _, d := range defs {
+		if d.source == "catalogue" {
+			for _, s := range poison.ScreenSentences(d.text) {
+				if poison.ScreenWords(s) {
+					l.gate.extra = append(l.gate.extra, instance{x: []float32{}, grams: poison.Ngrams(s, hashBits), doc: -1})
+				}
+			}
+		}
 	}
 	emb.save()
 	return l, nil
@@ -540,15 +607,19 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 		if err != nil {
 			panic(err)
 		}
-		m.Definition, m.Output = shipped.Definition, shipped.Output
+		m.Definition, m.Output, m.OutputGate = shipped.Definition, shipped.Output, shipped.OutputGate
 	}
 	if len(only) == 0 || only[0] == "definitions" {
 		dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs))
 		m.Definition = dm.export(dth)
 	}
 	if len(only) == 0 || only[0] == "outputs" {
-		om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
-		m.Output = om.export(oth)
+		if !gateOnly {
+			om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
+			m.Output = om.export(oth)
+		}
+		gm, gth := fitGate(l.gate, l.outs, pick(l.outs))
+		m.OutputGate = gm.export(gth)
 	}
 	return m
 }
@@ -578,4 +649,172 @@ func fmtCounts(name string, c counts, th float64) string {
 		s += fmt.Sprintf("  threshold %.3f", th)
 	}
 	return s
+}
+
+// gateData holds, per output document, the hashed n-grams of each screen
+// sentence (poison.ScreenSentences), and of each sentence of its injected
+// instruction: what the output gate is trained and measured on.
+type gateData struct {
+	sents  [][]instance
+	attack [][]instance
+	// extra are more negatives: the sentences of the real tool
+	// descriptions (benign prose of another register than the outputs).
+	extra []instance
+}
+
+func gateFeaturize(docs []doc) *gateData {
+	g := &gateData{sents: make([][]instance, len(docs)), attack: make([][]instance, len(docs))}
+	grams := func(i int, text string) []instance {
+		var out []instance
+		for _, s := range poison.ScreenSentences(text) {
+			if poison.ScreenWords(s) {
+				out = append(out, instance{x: []float32{}, grams: poison.Ngrams(s, hashBits), doc: i})
+			}
+		}
+		return out
+	}
+	for i, d := range docs {
+		g.sents[i] = grams(i, d.text)
+		if d.attack != "" {
+			g.attack[i] = grams(i, d.attack)
+		}
+	}
+	return g
+}
+
+// trainGate fits the lexical gate: positives are the sentences of injected
+// instructions, negatives the sentences of clean documents.
+func trainGate(g *gateData, docs []doc, idx []int) *logistic {
+	// The gate has only the n-grams to go on: it gets its own, lighter
+	// penalty so that instruction words can carry large weights.
+	saved, savedPos := l2Hashed, posWeight
+	l2Hashed, posWeight = l2Gate, gatePosWeight
+	defer func() { l2Hashed, posWeight = saved, savedPos }()
+	var xs []instance
+	var ys []bool
+	for _, i := range idx {
+		if docs[i].malicious {
+			for _, in := range g.attack[i] {
+				xs, ys = append(xs, in), append(ys, true)
+			}
+			continue
+		}
+		for _, in := range g.sents[i] {
+			xs, ys = append(xs, in), append(ys, false)
+		}
+	}
+	for _, in := range g.extra {
+		xs, ys = append(xs, in), append(ys, false)
+	}
+	return fitLogistic(xs, ys)
+}
+
+// gateRecall is the share of attacked documents the gate must pass, on
+// out-of-fold scores of the training documents. The rules read every
+// output whatever the gate says, so the gate only decides what the
+// classifier embeds: at 0.8 it marks about 6% of clean outputs, and the
+// detector's recall is the same as at 0.95 (which marks a third) within half
+// a point (bench/poisoning/DATA.md).
+var gateRecall = 0.8
+
+// l2Gate is the L2 penalty of the gate's n-gram weights; gatePosWeight
+// the share of its loss on positive sentences (below one half, so that the
+// bias does not lift every short sentence it knows nothing about).
+var l2Gate, gatePosWeight = 1e-3, 0.5
+
+// gateOnly trains only the output gate (flag -gate-only), for tuning it.
+var gateOnly bool
+
+// fitGate trains the gate on idx and sets its threshold so that gateRecall
+// of the attacked training documents (out of fold) have a sentence at or
+// above it.
+func fitGate(g *gateData, docs []doc, idx []int) (*logistic, float64) {
+	const k = 5
+	var bad, clean []float64
+	docMax := func(m *logistic, i int) float64 {
+		s := 0.0
+		for _, in := range g.sents[i] {
+			s = max(s, m.score(in))
+		}
+		return s
+	}
+	for fold := 0; fold < k; fold++ {
+		var tr, te []int
+		for _, i := range idx {
+			if foldOf(docs[i].group, k) == fold {
+				te = append(te, i)
+			} else {
+				tr = append(tr, i)
+			}
+		}
+		m := trainGate(g, docs, tr)
+		for _, i := range te {
+			if docs[i].malicious {
+				bad = append(bad, docMax(m, i))
+			} else {
+				clean = append(clean, docMax(m, i))
+			}
+		}
+	}
+	slices.Sort(bad)
+	th := 0.5
+	if len(bad) > 0 {
+		th = bad[int((1-gateRecall)*float64(len(bad)))]
+	}
+	pass := 0
+	for _, c := range clean {
+		if c >= th {
+			pass++
+		}
+	}
+	fmt.Printf("  output gate: threshold %.4f passes %d of %d clean training outputs out of fold (%.3f)\n", th, pass, len(clean), float64(pass)/float64(max(len(clean), 1)))
+	if debugThresholds {
+		for _, r := range []float64{0.99, 0.97, 0.95, 0.9, 0.8} {
+			t := bad[int((1-r)*float64(len(bad)))]
+			n := 0
+			for _, c := range clean {
+				if c >= t {
+					n++
+				}
+			}
+			fmt.Printf("    gate at attacked-document recall %.2f: threshold %.4f, clean passed %d of %d\n", r, t, n, len(clean))
+		}
+	}
+	return trainGate(g, docs, idx), th
+}
+
+// goSourceNegatives are more negatives for the output gate: the sentences
+// of a few packages of the Go distribution's own source (code and its
+// comments, what a file or code tool returns), read in file-name order from
+// GOROOT, so that the gate does not mark code and API prose for want of
+// having seen any. The toolchain is pinned by go.mod, so the text is fixed.
+func goSourceNegatives() ([]instance, error) {
+	var out []instance
+	raw, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return nil, fmt.Errorf("gate negatives: go env GOROOT: %v", err)
+	}
+	root := strings.TrimSpace(string(raw))
+	for _, pkg := range []string{"net/http", "encoding/json", "os", "strings", "text/template"} {
+		files, _ := filepath.Glob(filepath.Join(root, "src", pkg, "*.go"))
+		slices.Sort(files)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, s := range poison.ScreenSentences(string(raw)) {
+				if poison.ScreenWords(s) {
+					out = append(out, instance{x: []float32{}, grams: poison.Ngrams(s, hashBits), doc: -1})
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("gate negatives: no Go source under %s/src", root)
+	}
+	return out, nil
 }

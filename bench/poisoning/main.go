@@ -46,7 +46,26 @@ func main() {
 	structural := flag.Bool("structural", false, "run only the structural rules next to the classifier (config \"rules\": \"structural\"); the default keeps every rule, as poison.Build does")
 	onlyLOSO := flag.Bool("loso-only", false, "print only the leave-one-source-out estimates")
 	noLOSO := flag.Bool("no-loso", false, "skip the leave-one-source-out estimates")
+	fresh := flag.Bool("fresh", false, "train on all rows in memory and measure those weights instead of the committed ones (classifier.json is not written)")
+	losoOnly := flag.String("sources", "", "comma-separated sources to leave out in turn (default: every source)")
+	flag.Float64Var(&targetFPR, "target-fpr", targetFPR, "clean-document false-positive rate the threshold is chosen for, on out-of-fold training scores")
+	flag.Float64Var(&l2Hashed, "l2-hashed", l2Hashed, "L2 penalty on the hashed n-gram weights")
+	flag.Float64Var(&l2Dense, "l2", l2Dense, "L2 penalty on the embedding and structural weights (standardised)")
+	flag.IntVar(&epochs, "epochs", epochs, "epochs of full-batch Adam")
+	flag.Float64Var(&posWeight, "pos-weight", posWeight, "share of the training loss carried by the positive instances")
+	flag.BoolVar(&milWhole, "mil-whole", milWhole, "keep a malicious definition's whole text as a positive in the second round")
+	flag.Float64Var(&l2Gate, "l2-gate", l2Gate, "L2 penalty on the output gate's n-gram weights")
+	flag.Float64Var(&gatePosWeight, "gate-pos-weight", gatePosWeight, "share of the output gate's loss on positive sentences")
+	flag.Float64Var(&gateRecall, "gate-recall", gateRecall, "share of the attacked training outputs (out of fold) the output gate must mark")
+	flag.BoolVar(&gateOnly, "gate-only", false, "with -loso-only: train only the output gate (the output model is the committed one)")
+	flag.BoolVar(&noScreen, "no-screen", false, "scan every output fully (rules and every part embedded), without the lexical screen")
+	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
+	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
+	losoKinds = strings.Split(*kindsFlag, ",")
+	if *losoOnly != "" {
+		losoSources = strings.Split(*losoOnly, ",")
+	}
 	var cfg = map[string]poison.Config{}
 	for _, key := range []string{"tool_poisoning", "output_poisoning"} {
 		if *cfgPath != "" {
@@ -70,14 +89,33 @@ func main() {
 		log.Fatal(err)
 	}
 	here := filepath.Join("bench", "poisoning")
-	authDefs := mustLoad(filepath.Join(here, "authored_defs.jsonl"))
+	authDefs := append(mustLoad(filepath.Join(here, "authored_defs.jsonl")), mustLoad(filepath.Join(here, "authored2_defs.jsonl"))...)
 	authOuts := mustLoad(filepath.Join(here, "authored_outputs.jsonl"))
+	auth2Outs := mustLoad(filepath.Join(here, "authored2_outputs.jsonl"))
 	catalog := filepath.Join(filepath.Dir(*data), "retrieval", "tools.jsonl")
 	tools, err := loadTools(catalog)
 	if err != nil {
 		log.Fatal(err)
 	}
 
+	if *audit {
+		var texts []auditText
+		for _, set := range [][]row{devDefs, devOuts} {
+			for _, r := range set {
+				texts = append(texts, auditText{low: lower(r.Text), dev: true})
+			}
+		}
+		for _, set := range [][]row{authDefs, authOuts, auth2Outs} {
+			for _, r := range set {
+				texts = append(texts, auditText{low: lower(r.Text)})
+			}
+		}
+		for _, t := range tools {
+			texts = append(texts, auditText{low: lower(strings.Join(poison.ClassifiedStrings(t.Description, t.InputSchema), "\n"))})
+		}
+		ruleAudit(texts)
+		return
+	}
 	if *rulesOnly {
 		det, outDet := build(cfg, poison.Options{}), buildOut(cfg, poison.Options{})
 		fmt.Println("== rules only (every built-in rule, no classifier)")
@@ -89,7 +127,7 @@ func main() {
 		for _, d := range defDocs(nil, authDefs) {
 			dc.add(d.malicious, det.ScanDefinition("", d.text, nil).Malicious)
 		}
-		for _, d := range compose(authOuts, "authored") {
+		for _, d := range append(compose(authOuts, "authored"), compose(auth2Outs, "authored2")...) {
 			oc.add(d.malicious, outDet.ScanOutput(d.text).Malicious)
 		}
 		fmt.Println(fmtCounts("authored definitions (training rows)", dc, -1))
@@ -102,7 +140,7 @@ func main() {
 		log.Fatalf("the classifier needs the MiniLM model: %v", err)
 	}
 	defer emb.save()
-	defs, outs := defDocs(devDefs, authDefs), outDocs(devOuts, authOuts)
+	defs, outs := defDocs(devDefs, authDefs), append(outDocs(devOuts, authOuts), compose(auth2Outs, "authored2")...)
 	// The real-tool catalogue is benign training data too (source
 	// "catalogue", one document per tool: its description and schema
 	// strings); its honest FPR is the leave-one-source-out figure.
@@ -119,8 +157,9 @@ func main() {
 	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
 
 	if *doTrain {
-		note := "go run ./bench/poisoning -train: logistic regression (standardised inputs, L2 3e-3, full-batch Adam lr 0.02, 300 epochs, two multiple-instance rounds) over " +
-			emb.ModelID() + " part embeddings + 12 structural features + 2^14 hashed word uni/bigrams; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools); threshold: 5-fold out-of-fold clean-document FPR <= " + fmt.Sprint(targetFPR) + " on the training rows"
+		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -l2 %g -l2-hashed %g -pos-weight %g -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + bench/poisoning/authored2_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools); threshold: 5-fold out-of-fold clean-document FPR <= %g on the training rows",
+			targetFPR, l2Dense, l2Hashed, posWeight, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, targetFPR)
+		printOOF = true
 		m := l.models(func(doc) bool { return true }, note)
 		path := filepath.Join("internal", "poison", "classifier.json")
 		if err := writeModels(path, m); err != nil {
@@ -138,9 +177,13 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	what := "the committed weights"
+	if *fresh {
+		shipped, what = l.models(func(doc) bool { return true }, "fresh"), "weights trained now"
+	}
 	opt := poison.Options{Embedder: emb, Models: shipped, AllRules: !*structural}
 	det, outDet := build(cfg, opt), buildOut(cfg, opt)
-	fmt.Printf("== shipped detector: classifier + %s (IN-SAMPLE on the development rows: the weights were trained on them)\n", map[bool]string{false: "every rule", true: "structural rules"}[*structural])
+	fmt.Printf("== shipped detector (%s): classifier + %s (IN-SAMPLE on the development rows: the weights were trained on them)\n", what, map[bool]string{false: "every rule", true: "structural rules"}[*structural])
 	runReport(det, outDet, devDefs, devOuts, tools, catalog, *data, *verbose)
 	heldout(det, outDet, devOuts, *verbose)
 	authoredHeldout(det, outDet, devOuts, *verbose)
@@ -158,6 +201,7 @@ func mustLoad(path string) []row {
 }
 
 func build(cfg map[string]poison.Config, opt poison.Options) *poison.Detector {
+	opt.NoScreen = noScreen
 	d, err := poison.NewDetectorWith(cfg["tool_poisoning"], opt)
 	if err != nil {
 		log.Fatal(err)
@@ -166,6 +210,7 @@ func build(cfg map[string]poison.Config, opt poison.Options) *poison.Detector {
 }
 
 func buildOut(cfg map[string]poison.Config, opt poison.Options) *poison.Detector {
+	opt.NoScreen = noScreen
 	d, err := poison.NewDetectorWith(cfg["output_poisoning"], opt)
 	if err != nil {
 		log.Fatal(err)
@@ -280,12 +325,15 @@ func topFinding(v poison.Verdict) string {
 func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) {
 	fmt.Printf("\n== leave-one-source-out (train without the source, threshold from the other sources' out-of-fold scores, test on it)\n")
 	fmt.Printf("%-40s %5s %5s %5s %5s  %9s %6s %6s\n", "held-out source", "n", "TP", "FP", "FN", "precision", "recall", "FPR")
-	for _, kind := range []string{"definitions", "outputs"} {
+	for _, kind := range losoKinds {
 		docs := l.defs
 		if kind == "outputs" {
 			docs = l.outs
 		}
 		for _, src := range sources(docs) {
+			if losoSources != nil && !slices.Contains(losoSources, src) {
+				continue
+			}
 			keep := func(d doc) bool { return d.source != src }
 			if src == "catalogue" {
 				// The livemcpbench and azure dev rows are catalogue
@@ -330,6 +378,15 @@ func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) 
 		}
 	}
 }
+
+// losoSources limits the leave-one-source-out folds (flag -sources).
+var losoSources []string
+
+// noScreen turns the output screen off in every detector built here.
+var noScreen bool
+
+// losoKinds are the kinds the folds cover (flag -kinds).
+var losoKinds []string
 
 var catalogueDerived = map[string]bool{"catalogue": true, "livemcpbench": true, "azure-mcp-tool-description-evaluator": true, "npm-reference-servers": true}
 

@@ -14,10 +14,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
@@ -25,6 +24,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/glob"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // Key is the filters config key.
@@ -73,30 +73,11 @@ type Classify struct {
 
 // Flow is the extension.
 type Flow struct {
-	cfg  Config
-	emit func(context.Context, extension.Event)
-	now  func() time.Time
-
-	mu       sync.Mutex
-	sessions map[string]*session
-	sweepAt  int // map size at which idle sessions are dropped
-}
-
-type session struct {
-	mu    sync.Mutex
-	reads []read // at most one per server, the latest, oldest first
-	// dead marks a session dropped from the map by a sweep; a call that
-	// holds it takes the map's current one instead.
-	dead bool
-}
-
-// minSweep is the number of sessions below which none is dropped.
-const minSweep = 1024
-
-type read struct {
-	at     time.Time
-	server string
-	tool   string
+	cfg   Config
+	emit  func(context.Context, extension.Event)
+	log   *slog.Logger
+	now   func() time.Time
+	store Store
 }
 
 // New decodes the config strictly and applies defaults: read_then_send on,
@@ -124,7 +105,7 @@ func FromConfig(cfg Config) (extension.Extension, error) {
 			return nil, fmt.Errorf("classify[%d].category %q: want read, write, send, compute or unknown", i, c.Category)
 		}
 	}
-	return &Flow{cfg: cfg, now: time.Now, sessions: map[string]*session{}}, nil
+	return &Flow{cfg: cfg, now: time.Now, store: NewMemoryStore(), log: slog.New(slog.DiscardHandler)}, nil
 }
 
 func (r *Rule) setup(name, action string) error {
@@ -150,8 +131,16 @@ func (r *Rule) setup(name, action string) error {
 func (*Flow) ID() string             { return "dev.toolgate/cross_server" }
 func (*Flow) Phase() extension.Phase { return extension.PhaseAdmit }
 
-func (f *Flow) Provision(_ context.Context, h extension.Host) error {
+// Provision takes the shared store when the gateway has one (state
+// backend "redis"), so a read on one replica taints the session on all.
+func (f *Flow) Provision(ctx context.Context, h extension.Host) error {
 	f.emit = h.Emit
+	if h.Logger != nil {
+		f.log = h.Logger
+	}
+	if b := state.From(ctx); b != nil {
+		f.store = NewRedisStore(b)
+	}
 	return nil
 }
 
@@ -159,116 +148,114 @@ func (f *Flow) WrapCall(next extension.CallHandler) extension.CallHandler {
 	return extension.Before(f.check)(next)
 }
 
-// session returns key's session, locked. Sessions with no read inside
-// the window are dropped once the map grows past sweepAt, so the map holds
-// the sessions that matter, not every session ever seen.
-func (f *Flow) session(key string, now time.Time, keep time.Duration) *session {
-	for {
-		f.mu.Lock()
-		if len(f.sessions) >= max(f.sweepAt, minSweep) {
-			for k, s := range f.sessions {
-				if k != key && s.mu.TryLock() {
-					if n := len(s.reads); n == 0 || now.Sub(s.reads[n-1].at) >= keep {
-						s.dead = true
-						delete(f.sessions, k)
-					}
-					s.mu.Unlock()
-				}
-			}
-			f.sweepAt = 2 * len(f.sessions)
-		}
-		s := f.sessions[key]
-		if s == nil {
-			s = &session{}
-			f.sessions[key] = s
-		}
-		f.mu.Unlock()
-		s.mu.Lock()
-		if !s.dead {
-			return s
-		}
-		s.mu.Unlock()
+// check decides one call. The session's reads are read and, for a source
+// that is not refused, updated in one atomic step of the store; which rule
+// fires is then worked out from the read the store found. A store that
+// cannot answer (shared state unreachable) refuses the call: a flow that
+// cannot be checked is not waved through.
+func (f *Flow) check(ctx context.Context, c *extension.CallRequest) error {
+	var r ReadRecord
+	var ok bool
+	var err error
+	var cl classification
+	var st Step
+	if cmd, note, pre := state.Prefetched(ctx, f); pre {
+		// Decided on what the script was run with.
+		p := note.(prefetched)
+		cl, st = p.cl, p.st
+		r, ok, err = f.store.(*redisStore).result(cmd)
+	} else {
+		cl, st = f.step(c)
+		r, ok, err = f.store.Step(ctx, sessionKey(c), st)
 	}
-}
-
-func (f *Flow) check(ctx context.Context, c *extension.CallRequest) (err error) {
-	cl := f.classify(c.ToolName, c.Tool, c.Def, c.Args())
-	cat := cl.category
-	now := f.now()
-	keep := max(f.cfg.ReadThenSend.window, f.cfg.CrossServerFlow.window)
-	s := f.session(c.Session+"\x00"+c.Principal, now, keep)
-	defer s.mu.Unlock()
-	i := 0
-	for i < len(s.reads) && now.Sub(s.reads[i].at) >= keep {
-		i++
+	cat, now := cl.category, st.At
+	rts, csf := f.cfg.ReadThenSend, f.cfg.CrossServerFlow
+	if err != nil {
+		f.log.Error("cross-server flow could not be decided; refusing the call", "server", c.ServerName, "error", err)
+		return &extension.Denial{
+			Rule:   "cross_server.state_unavailable",
+			Reason: fmt.Sprintf("%s was not called: its cross-server data flow could not be checked because the shared state store (Redis) is unreachable; retry shortly", c.ToolName),
+			Detail: err.Error(),
+			Code:   extension.CodePermissionDenied,
+		}
 	}
-	s.reads = s.reads[i:]
-	if cl.source {
-		// A refused call read nothing.
-		defer func() {
-			if err == nil {
-				s.reads = slices.DeleteFunc(s.reads, func(r read) bool { return r.server == c.ServerName })
-				s.reads = append(s.reads, read{at: now, server: c.ServerName, tool: c.ToolName})
-			}
-		}()
+	if !ok {
+		return nil
 	}
-
+	age := now.Sub(r.At)
 	fired := false
-	if cat == Send && f.cfg.ReadThenSend.on {
-		if r, ok := f.crossRead(s, c.ServerName, now, f.cfg.ReadThenSend.window); ok {
-			fired = true
-			if err := f.fire(ctx, c, "read_then_send", "critical", f.cfg.ReadThenSend.Action, cl, r); err != nil {
-				return err
-			}
+	if cat == Send && rts.on && age < rts.window {
+		fired = true
+		if err := f.fire(ctx, c, "read_then_send", "critical", rts.Action, cl, r); err != nil {
+			return err
 		}
 	}
-	if cat != Read && f.cfg.CrossServerFlow.on {
-		if r, ok := f.crossRead(s, c.ServerName, now, f.cfg.CrossServerFlow.window); ok {
-			fired = true
-			if err := f.fire(ctx, c, "cross_server_flow", "high", f.cfg.CrossServerFlow.Action, cl, r); err != nil {
-				return err
-			}
+	if cat != Read && csf.on && age < csf.window {
+		fired = true
+		if err := f.fire(ctx, c, "cross_server_flow", "high", csf.Action, cl, r); err != nil {
+			return err
 		}
 	}
 	// A call that follows another server's read is a flow decision even
 	// when no rule fires: it is recorded, so an audit can tell a flow that
 	// was judged harmless from one that was never seen.
-	if r, ok := f.crossRead(s, c.ServerName, now, keep); ok && !fired {
+	if !fired {
 		f.emit(ctx, extension.Event{
 			Type: "cross_server", Session: c.Session, Server: c.ServerName, Tool: c.Tool, Action: "allow", Reason: "no_rule",
-			Fields: cl.fields(map[string]any{"related_calls": []string{r.tool}, "related_server": r.server}),
+			Fields: cl.fields(map[string]any{"related_calls": []string{r.Tool}, "related_server": r.Server}),
 		})
 	}
 	return nil
 }
 
-// crossRead finds the latest read from another server within window.
-func (f *Flow) crossRead(s *session, server string, now time.Time, window time.Duration) (read, bool) {
-	for i := len(s.reads) - 1; i >= 0; i-- {
-		r := s.reads[i]
-		if now.Sub(r.at) >= window {
-			break
-		}
-		if r.server != server {
-			return r, true
-		}
+// step classifies a call and says what the store is to do with it.
+func (f *Flow) step(c *extension.CallRequest) (classification, Step) {
+	cl := f.classify(c.ToolName, c.Tool, c.Def, c.Args())
+	cat := cl.category
+	rts, csf := f.cfg.ReadThenSend, f.cfg.CrossServerFlow
+	var block time.Duration
+	if cat == Send && rts.on && rts.Action == "block" {
+		block = max(block, rts.window)
 	}
-	return read{}, false
+	if cat != Read && csf.on && csf.Action == "block" {
+		block = max(block, csf.window)
+	}
+	return cl, Step{Server: c.ServerName, Tool: c.ToolName, At: f.now(), Source: cl.source, BlockWithin: block, Keep: max(rts.window, csf.window)}
 }
 
-func (f *Flow) fire(ctx context.Context, c *extension.CallRequest, rule, severity, action string, cl classification, r read) error {
-	age := f.now().Sub(r.at).Round(time.Second)
+func sessionKey(c *extension.CallRequest) string { return c.Session + "\x00" + c.Principal }
+
+// PrefetchCall queues the call's flow script with the other filters'
+// (state.CallBatch): one Redis round trip for all of them.
+func (f *Flow) PrefetchCall(_ context.Context, c *extension.CallRequest, batch *state.CallBatch) {
+	r, ok := f.store.(*redisStore)
+	if !ok {
+		return
+	}
+	cl, st := f.step(c)
+	keys, args := r.script(sessionKey(c), st)
+	batch.Queue(f, prefetched{cl, st}, r.b, stepScript, keys, args...)
+}
+
+// prefetched is what a prefetched script was run with.
+type prefetched struct {
+	cl classification
+	st Step
+}
+
+func (f *Flow) fire(ctx context.Context, c *extension.CallRequest, rule, severity, action string, cl classification, r ReadRecord) error {
+	age := f.now().Sub(r.At).Round(time.Second)
 	cat := cl.category
 	f.emit(ctx, extension.Event{
 		Type: "cross_server_blocked", Session: c.Session, Server: c.ServerName, Tool: c.Tool, Action: action, Reason: rule,
-		Fields: cl.fields(map[string]any{"rule": rule, "severity": severity, "related_calls": []string{r.tool}, "related_server": r.server}),
+		Fields: cl.fields(map[string]any{"rule": rule, "severity": severity, "related_calls": []string{r.Tool}, "related_server": r.Server}),
 	})
 	if action != "block" {
 		return nil
 	}
 	return extension.Denyf("cross_server."+rule,
 		"%s (%s) is a %s on server %q %s after a read from server %q (%s); cross-server data flows like this are blocked. Wait for the window to pass or ask the user to confirm outside the conversation.",
-		c.ToolName, severity, cat, c.ServerName, age, r.server, r.tool)
+		c.ToolName, severity, cat, c.ServerName, age, r.Server, r.Tool)
 }
 
 // prefixes map the first word of a tool name to a category.

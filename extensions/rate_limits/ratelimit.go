@@ -10,13 +10,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // Key is the filters config key.
@@ -75,20 +74,12 @@ const (
 
 // Limiter is the extension.
 type Limiter struct {
-	cfg  Config
-	emit func(context.Context, extension.Event)
-	now  func() time.Time
-
-	mu sync.Mutex
-	// Both maps are keyed by server, or server and principal.
-	buckets map[string]*rate.Limiter
-	recent  map[string][]time.Time // calls inside the burst window
+	cfg   Config
+	emit  func(context.Context, extension.Event)
+	log   *slog.Logger
+	now   func() time.Time
+	store Store
 }
-
-// maxKeys is the number of (server, principal) entries above which idle
-// ones (a full bucket, no call in the burst window) are dropped, so that
-// many callers over time do not grow the maps without bound.
-const maxKeys = 10000
 
 // key is the server, or the server and the caller.
 func key(c *extension.CallRequest) string {
@@ -96,21 +87,6 @@ func key(c *extension.CallRequest) string {
 		return c.ServerName
 	}
 	return c.ServerName + "\x00" + c.Principal
-}
-
-// prune drops idle entries; l.mu is held.
-func (l *Limiter) prune(now time.Time) {
-	win := time.Duration(l.cfg.Burst.Window)
-	for k, b := range l.buckets {
-		if b != nil && b.TokensAt(now) < float64(b.Burst()) {
-			continue
-		}
-		if rec := l.recent[k]; len(rec) > 0 && now.Sub(rec[len(rec)-1]) < win {
-			continue
-		}
-		delete(l.buckets, k)
-		delete(l.recent, k)
-	}
 }
 
 // New decodes the config strictly.
@@ -135,13 +111,22 @@ func FromConfig(cfg Config) (extension.Extension, error) {
 	if cfg.Burst.MaxCalls < 1 {
 		return nil, fmt.Errorf("burst.max_calls must be at least 1")
 	}
-	return &Limiter{cfg: cfg, now: time.Now, buckets: map[string]*rate.Limiter{}, recent: map[string][]time.Time{}}, nil
+	return &Limiter{cfg: cfg, now: time.Now, store: NewMemoryStore(), log: slog.New(slog.DiscardHandler)}, nil
 }
 
 func (*Limiter) ID() string             { return "dev.toolgate/rate_limits" }
 func (*Limiter) Phase() extension.Phase { return extension.PhaseAdmit }
-func (l *Limiter) Provision(_ context.Context, h extension.Host) error {
+
+// Provision takes the shared store when the gateway has one (state
+// backend "redis"), so the limits hold across replicas.
+func (l *Limiter) Provision(ctx context.Context, h extension.Host) error {
 	l.emit = h.Emit
+	if h.Logger != nil {
+		l.log = h.Logger
+	}
+	if b := state.From(ctx); b != nil {
+		l.store = NewRedisStore(b)
+	}
 	return nil
 }
 
@@ -151,66 +136,65 @@ func (l *Limiter) WrapCall(next extension.CallHandler) extension.CallHandler {
 
 func (l *Limiter) burstEnabled() bool { return l.cfg.Burst.Enabled == nil || *l.cfg.Burst.Enabled }
 
-// check admits one call or refuses it with a retry-after. Both limits are
-// decided under one lock, so concurrent calls cannot slip past together.
+// check admits one call or refuses it with a retry-after. The store
+// decides both limits in one step, so concurrent calls cannot slip past
+// together. A store that cannot decide (shared state unreachable) refuses
+// the call: a limit that cannot be checked is not waived.
 func (l *Limiter) check(ctx context.Context, c *extension.CallRequest) error {
-	now := l.now()
-	k := key(c)
-	l.mu.Lock()
-	if len(l.buckets) > maxKeys || len(l.recent) > maxKeys {
-		l.prune(now)
+	lim := l.limit(c.ServerName)
+	var d Decision
+	var err error
+	if cmd, _, ok := state.Prefetched(ctx, l); ok {
+		d, err = l.store.(*redisStore).decision(cmd)
+	} else {
+		d, err = l.store.Take(ctx, key(c), lim, l.now())
 	}
-	var rec []time.Time
-	if l.burstEnabled() {
-		win := time.Duration(l.cfg.Burst.Window)
-		rec = l.recent[k]
-		i := 0
-		for i < len(rec) && now.Sub(rec[i]) >= win {
-			i++
-		}
-		rec = rec[i:]
-		if len(rec) >= l.cfg.Burst.MaxCalls {
-			retry := win - now.Sub(rec[0])
-			l.recent[k] = rec
-			l.mu.Unlock()
-			return l.deny(ctx, c, "rate_limits.burst", fmt.Sprintf("server %q had %d calls in the last %s (burst limit)", c.ServerName, len(rec), win), retry)
+	if err != nil {
+		l.log.Error("rate limit could not be decided; refusing the call", "server", c.ServerName, "error", err)
+		return &extension.Denial{
+			Rule:   "rate_limits.state_unavailable",
+			Reason: fmt.Sprintf("the rate limit of server %q could not be checked because the shared state store (Redis) is unreachable, so the call was not made; retry shortly", c.ServerName),
+			Detail: err.Error(),
+			Code:   extension.CodeResourceExhausted,
 		}
 	}
-	b := l.bucket(k, c.ServerName)
-	if b != nil {
-		r := b.ReserveN(now, 1)
-		if d := r.DelayFrom(now); !r.OK() || d > 0 {
-			r.CancelAt(now)
-			l.mu.Unlock()
-			return l.deny(ctx, c, "rate_limits.calls_per_minute", fmt.Sprintf("server %q is limited to %g calls per minute", c.ServerName, float64(b.Limit())*60), d)
-		}
+	switch d.Rule {
+	case "burst":
+		return l.deny(ctx, c, "rate_limits.burst", fmt.Sprintf("server %q had %d calls in the last %s (burst limit)", c.ServerName, d.Count, time.Duration(l.cfg.Burst.Window)), d.RetryAfter)
+	case "calls_per_minute":
+		return l.deny(ctx, c, "rate_limits.calls_per_minute", fmt.Sprintf("server %q is limited to %g calls per minute", c.ServerName, lim.Rate*60), d.RetryAfter)
 	}
-	if l.burstEnabled() {
-		l.recent[k] = append(rec, now)
-	}
-	l.mu.Unlock()
 	return nil
 }
 
-// bucket returns the token bucket of key k (of server), or nil when the
-// server has no rate.
-func (l *Limiter) bucket(k, server string) *rate.Limiter {
-	if b, ok := l.buckets[k]; ok {
-		return b
+// PrefetchCall queues the call's decision script with the other filters'
+// (state.CallBatch): one Redis round trip for all of them.
+func (l *Limiter) PrefetchCall(_ context.Context, c *extension.CallRequest, batch *state.CallBatch) {
+	r, ok := l.store.(*redisStore)
+	if !ok {
+		return
+	}
+	keys, args := r.script(key(c), l.limit(c.ServerName), l.now())
+	batch.Queue(l, nil, r.b, takeScript, keys, args...)
+}
+
+// limit is what server's calls are allowed.
+func (l *Limiter) limit(server string) Limit {
+	lim := Limit{}
+	if l.burstEnabled() {
+		lim.BurstCalls, lim.BurstWindow = l.cfg.Burst.MaxCalls, time.Duration(l.cfg.Burst.Window)
 	}
 	rpm, burst := l.cfg.DefaultRPM, l.cfg.DefaultBurst
 	if s, ok := l.cfg.PerServer[server]; ok {
 		rpm, burst = s.CallsPerMinute, s.Burst
 	}
-	var b *rate.Limiter
 	if rpm > 0 {
 		if burst == 0 {
 			burst = max(1, int(rpm/6))
 		}
-		b = rate.NewLimiter(rate.Limit(rpm/60), burst)
+		lim.Rate, lim.Burst = rpm/60, burst
 	}
-	l.buckets[k] = b
-	return b
+	return lim
 }
 
 func (l *Limiter) deny(_ context.Context, c *extension.CallRequest, rule, why string, retry time.Duration) error {

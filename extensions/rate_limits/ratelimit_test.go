@@ -11,9 +11,30 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/extensions/internal/exttest"
+	"github.com/toolgate/toolgate/internal/state"
+	"github.com/toolgate/toolgate/internal/state/redistest"
 )
 
-func newLimiter(t *testing.T, cfg string) (*Limiter, *time.Time) {
+// The contract: every behaviour test runs against each Store, the
+// in-process one and the Redis one (a private redis-server per test), through the
+// extension's own Provision.
+var stores = []struct {
+	name string
+	ctx  func(t *testing.T) context.Context
+}{
+	{"memory", func(*testing.T) context.Context { return context.Background() }},
+	{"redis", func(t *testing.T) context.Context {
+		return state.WithBackend(context.Background(), redistest.Start(t).Backend(t, "r1"))
+	}},
+}
+
+func forEachStore(t *testing.T, f func(t *testing.T, ctx context.Context)) {
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) { f(t, s.ctx(t)) })
+	}
+}
+
+func newLimiter(t *testing.T, ctx context.Context, cfg string) (*Limiter, *time.Time) {
 	t.Helper()
 	e, err := New(json.RawMessage(cfg))
 	if err != nil {
@@ -22,7 +43,9 @@ func newLimiter(t *testing.T, cfg string) (*Limiter, *time.Time) {
 	l := e.(*Limiter)
 	now := time.Unix(1_000_000, 0)
 	l.now = func() time.Time { return now }
-	l.Provision(context.Background(), extension.Host{Emit: func(context.Context, extension.Event) {}})
+	if err := l.Provision(ctx, extension.Host{Emit: func(context.Context, extension.Event) {}}); err != nil {
+		t.Fatal(err)
+	}
 	return l, &now
 }
 
@@ -30,8 +53,9 @@ func call(l *Limiter, server string) error {
 	return l.check(context.Background(), &extension.CallRequest{ServerName: server, Tool: "t"})
 }
 
-func TestRatePerServer(t *testing.T) {
-	l, now := newLimiter(t, `{"default_rpm": 60, "default_burst": 2, "per_server": {"slow": {"calls_per_minute": 6, "burst": 1}}, "burst": {"enabled": false}}`)
+func TestRatePerServer(t *testing.T) { forEachStore(t, testRatePerServer) }
+func testRatePerServer(t *testing.T, ctx context.Context) {
+	l, now := newLimiter(t, ctx, `{"default_rpm": 60, "default_burst": 2, "per_server": {"slow": {"calls_per_minute": 6, "burst": 1}}, "burst": {"enabled": false}}`)
 	for i := range 2 {
 		if err := call(l, "fast"); err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -52,8 +76,9 @@ func TestRatePerServer(t *testing.T) {
 	}
 }
 
-func TestBurstDetector(t *testing.T) {
-	l, now := newLimiter(t, `{"burst": {"max_calls": 3, "window": "5s"}}`)
+func TestBurstDetector(t *testing.T) { forEachStore(t, testBurstDetector) }
+func testBurstDetector(t *testing.T, ctx context.Context) {
+	l, now := newLimiter(t, ctx, `{"burst": {"max_calls": 3, "window": "5s"}}`)
 	for range 3 {
 		if err := call(l, "s"); err != nil {
 			t.Fatal(err)
@@ -74,7 +99,10 @@ func TestBurstDetector(t *testing.T) {
 }
 
 func TestConcurrentCallsCannotSlipPast(t *testing.T) {
-	l, _ := newLimiter(t, `{"burst": {"max_calls": 5, "window": "1m"}}`)
+	forEachStore(t, testConcurrentCallsCannotSlipPast)
+}
+func testConcurrentCallsCannotSlipPast(t *testing.T, ctx context.Context) {
+	l, _ := newLimiter(t, ctx, `{"burst": {"max_calls": 5, "window": "1m"}}`)
 	var ok atomic.Int32
 	var wg sync.WaitGroup
 	for range 50 {
@@ -105,8 +133,9 @@ func TestReadmeExamples(t *testing.T) { exttest.ReadmeExamples(t, Key, New) }
 // Each principal has its own budget: one caller using up a server's rate
 // or burst does not refuse another's calls; idle entries are dropped when
 // many callers have come and gone.
-func TestLimitsPerPrincipal(t *testing.T) {
-	l, now := newLimiter(t, `{"default_rpm": 6, "default_burst": 1, "burst": {"max_calls": 2, "window": "5s"}}`)
+func TestLimitsPerPrincipal(t *testing.T) { forEachStore(t, testLimitsPerPrincipal) }
+func testLimitsPerPrincipal(t *testing.T, ctx context.Context) {
+	l, now := newLimiter(t, ctx, `{"default_rpm": 6, "default_burst": 1, "burst": {"max_calls": 2, "window": "5s"}}`)
 	as := func(who string) error {
 		return l.check(context.Background(), &extension.CallRequest{ServerName: "s", Tool: "t", Principal: who})
 	}
@@ -122,12 +151,16 @@ func TestLimitsPerPrincipal(t *testing.T) {
 	if err := as(""); err != nil {
 		t.Fatalf("an unauthenticated call refused because of alice's: %v", err)
 	}
+	m, ok := l.store.(*memoryStore)
+	if !ok {
+		return // Redis expires idle keys by itself (PX on every key)
+	}
 	for i := range maxKeys + 10 {
 		_ = as(string(rune('a'+i%26)) + strings.Repeat("x", i/26))
 	}
 	*now = now.Add(time.Hour)
 	_ = as("late")
-	if n := len(l.buckets); n > maxKeys/2 {
+	if n := len(m.buckets); n > maxKeys/2 {
 		t.Fatalf("%d buckets kept after every caller went idle", n)
 	}
 }

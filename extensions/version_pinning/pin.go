@@ -28,6 +28,7 @@ import (
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // Key is the filters config key.
@@ -108,15 +109,21 @@ func (*Pinner) ID() string             { return "dev.toolgate/version_pinning" }
 func (*Pinner) Phase() extension.Phase { return extension.PhaseAuthorize }
 
 // Provision opens the pin store in the state directory and checks it reads.
-func (p *Pinner) Provision(_ context.Context, h extension.Host) error {
+func (p *Pinner) Provision(ctx context.Context, h extension.Host) error {
 	p.emit, p.log = h.Emit, h.Logger
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	if h.StateDir == "" {
-		p.log.Warn("no state directory: pins are kept in memory and do not survive a restart")
+	// With a shared state backend the pins live in Redis: a pin made or
+	// trusted on one replica counts on all.
+	if b := state.From(ctx); b != nil {
+		p.store = NewSharedStore(b)
+	} else {
+		if h.StateDir == "" {
+			p.log.Warn("no state directory: pins are kept in memory and do not survive a restart")
+		}
+		p.store = NewStore(h.StateDir)
 	}
-	p.store = NewStore(h.StateDir)
 	if _, err := p.store.Current(); err != nil {
 		return err
 	}
@@ -142,6 +149,14 @@ func (p *Pinner) FilterList(ctx context.Context, req *extension.ListRequest, too
 }
 func (p *Pinner) WrapCall(next extension.CallHandler) extension.CallHandler {
 	return extension.Before(p.check)(next)
+}
+
+// Close stops a shared store's listening.
+func (p *Pinner) Close() error {
+	if p.store != nil {
+		return p.store.Close()
+	}
+	return nil
 }
 
 // Store is the pin store (for tests and tools).
@@ -298,6 +313,21 @@ func (p *Pinner) hashOf(server string, d *mcp.Tool) string {
 	return Hash(d)
 }
 
+// unreadable is the refusal of a call whose pin could not be read: one
+// naming Redis when the shared store is unreachable, else err itself (a
+// filter failure, refused with a generic message).
+func (p *Pinner) unreadable(c *extension.CallRequest, err error) error {
+	if !state.IsUnavailable(err) {
+		return err
+	}
+	return &extension.Denial{
+		Rule:   Key + ".state_unavailable",
+		Reason: fmt.Sprintf("the pinned definition of tool %q of server %q could not be checked because the shared state store (Redis) is unreachable, so the call was not made; retry shortly", c.Tool, c.ServerName),
+		Detail: err.Error(),
+		Code:   extension.CodePermissionDenied,
+	}
+}
+
 // check refuses (block) a call to a tool whose definition is not its pin.
 func (p *Pinner) check(ctx context.Context, c *extension.CallRequest) error {
 	if p.onChange == Allow || c.Def == nil {
@@ -306,7 +336,7 @@ func (p *Pinner) check(ctx context.Context, c *extension.CallRequest) error {
 	h := p.hashOf(c.ServerName, c.Def)
 	f, err := p.store.Current()
 	if err != nil {
-		return err // fail closed: the pins cannot be read
+		return p.unreadable(c, err) // fail closed: the pins cannot be read
 	}
 	pin := f.Tool(c.ServerName, c.Tool)
 	if pin != nil && pin.Hash == h {
@@ -315,7 +345,7 @@ func (p *Pinner) check(ctx context.Context, c *extension.CallRequest) error {
 	// About to refuse or to pin: decide on the file as it is now, so that a
 	// `toolgate pins trust` run a moment ago counts.
 	if f, err = p.store.Latest(); err != nil {
-		return err
+		return p.unreadable(c, err)
 	}
 	pin = f.Tool(c.ServerName, c.Tool)
 	switch {

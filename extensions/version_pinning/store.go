@@ -2,6 +2,7 @@ package pin
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,12 +13,15 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // FileName is the pin file's name in the state directory.
@@ -38,7 +42,7 @@ type File struct {
 // seen, if any.
 type ToolPin struct {
 	// Hash is the trusted definition hash (hex SHA-256 of the canonical
-	// definition, as catalog.DefinitionHash); "" when the tool was seen
+	// definition, as extension.DefinitionHash); "" when the tool was seen
 	// but never trusted (auto_trust_first off).
 	Hash string `json:"hash,omitempty"`
 	// Definition is the trusted definition in canonical JSON, when known
@@ -163,6 +167,11 @@ func (f *File) ToolEntries() []ToolEntry {
 // memory only.
 type Store struct {
 	dir string
+	// shared, when set, keeps the pin file in Redis for every replica (see
+	// NewSharedStore); dir is then unused.
+	shared *state.Backend
+	dirty  atomic.Bool // another replica changed the pins since the last read
+	sub    *redis.PubSub
 
 	mu      sync.Mutex // serialises this process's writers; guards mem
 	mem     *File
@@ -187,9 +196,35 @@ type stamp struct {
 // the disk.
 func NewStore(dir string) *Store { return &Store{dir: dir} }
 
+// NewSharedStore returns the store in b's Redis: one JSON document that
+// every replica reads, changed by optimistic transactions (WATCH/MULTI)
+// and announced on a channel, so a `toolgate pins trust` on one replica,
+// or a pin made by another, counts on all at the next call. Close stops
+// listening.
+func NewSharedStore(b *state.Backend) *Store {
+	s := &Store{shared: b}
+	s.dirty.Store(true)
+	s.sub = b.Client.Subscribe(context.Background(), b.Key("pins", "changed"))
+	ch := s.sub.Channel()
+	go func() {
+		for range ch {
+			s.dirty.Store(true)
+		}
+	}()
+	return s
+}
+
+// Close stops a shared store's listening; a no-op for a file store.
+func (s *Store) Close() error {
+	if s.sub != nil {
+		return s.sub.Close()
+	}
+	return nil
+}
+
 // Path is the pin file's path ("" for a memory store).
 func (s *Store) Path() string {
-	if s.dir == "" {
+	if s.dir == "" || s.shared != nil {
 		return ""
 	}
 	return filepath.Join(s.dir, FileName)
@@ -198,6 +233,9 @@ func (s *Store) Path() string {
 // Read returns the pin file as it is on disk (a fresh copy each time). A
 // missing file is an empty one.
 func (s *Store) Read() (*File, error) {
+	if s.shared != nil {
+		return s.readShared(context.Background())
+	}
 	if s.dir == "" {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -226,6 +264,9 @@ func (s *Store) Latest() (*File, error) { return s.current(true) }
 func (s *Store) current(now bool) (*File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.shared != nil {
+		return s.currentShared(now)
+	}
 	if s.dir == "" {
 		return s.memFile(), nil
 	}
@@ -268,14 +309,21 @@ func (s *Store) read() (*File, stamp, error) {
 	if err != nil {
 		return nil, st, fmt.Errorf("pins: %v", err)
 	}
+	f, err := decode(data, path, "fix or move the file aside")
+	return f, st, err
+}
+
+// decode parses a pin file read from where; fix says how to get past a
+// corrupt one.
+func decode(data []byte, where, fix string) (*File, error) {
 	f := newFile()
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(f); err != nil {
-		return nil, st, fmt.Errorf("pins %s: %v (fix or move the file aside; every tool will then be pinned anew)", path, err)
+		return nil, fmt.Errorf("pins %s: %v (%s; every tool will then be pinned anew)", where, err, fix)
 	}
 	if f.Version != FormatVersion {
-		return nil, st, fmt.Errorf("pins %s: format version %d, want %d", path, f.Version, FormatVersion)
+		return nil, fmt.Errorf("pins %s: format version %d, want %d", where, f.Version, FormatVersion)
 	}
 	if f.Tools == nil {
 		f.Tools = map[string]map[string]*ToolPin{}
@@ -283,7 +331,95 @@ func (s *Store) read() (*File, stamp, error) {
 	if f.Binaries == nil {
 		f.Binaries = map[string]*BinaryPin{}
 	}
-	return f, st, nil
+	return f, nil
+}
+
+func (s *Store) sharedKey() string { return s.shared.Key("pins", "file") }
+
+// readShared reads the pin file from Redis; a missing key is an empty file.
+func (s *Store) readShared(ctx context.Context) (*File, error) {
+	data, err := s.shared.Client.Get(ctx, s.sharedKey()).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return newFile(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pins: %w", s.shared.Err(err))
+	}
+	return decode(data, "in Redis key "+s.sharedKey(), "fix or delete the key")
+}
+
+// currentShared is current for a shared store; s.mu is held. What was read
+// is trusted until another replica announces a change, and at most
+// RecheckEvery in case an announcement was missed (a reconnect).
+func (s *Store) currentShared(now bool) (*File, error) {
+	t := time.Now()
+	if age := t.Sub(s.checked); s.cache != nil && !now && !s.dirty.Load() && age >= 0 && age < RecheckEvery {
+		return s.cache, nil
+	}
+	s.dirty.Store(false)
+	f, err := s.readShared(context.Background())
+	if err != nil {
+		s.dirty.Store(true)
+		return nil, err
+	}
+	s.cache, s.checked = f, t
+	return f, nil
+}
+
+// updateShared is Update for a shared store; s.mu is held. A concurrent
+// change by another replica makes the transaction fail and fn run again
+// on what that replica wrote.
+func (s *Store) updateShared(fn func(f *File) (bool, error)) error {
+	ctx := context.Background()
+	k := s.sharedKey()
+	for range 20 {
+		var out *File
+		var own error // fn's or the document's own error, not Redis'
+		err := s.shared.Client.Watch(ctx, func(tx *redis.Tx) error {
+			data, err := tx.Get(ctx, k).Bytes()
+			f := newFile()
+			switch {
+			case errors.Is(err, redis.Nil):
+			case err != nil:
+				return err
+			default:
+				if f, own = decode(data, "in Redis key "+k, "fix or delete the key"); own != nil {
+					return own
+				}
+			}
+			changed, err := fn(f)
+			if err != nil || !changed {
+				own = err
+				return err
+			}
+			b, err := json.Marshal(f)
+			if err != nil {
+				own = err
+				return err
+			}
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, k, b, 0)
+				p.Publish(ctx, s.shared.Key("pins", "changed"), "1")
+				return nil
+			})
+			out = f
+			return err
+		}, k)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if own != nil {
+			return own
+		}
+		if err != nil {
+			return fmt.Errorf("pins: %w", s.shared.Err(err))
+		}
+		if out != nil {
+			s.cache, s.checked = out, time.Now()
+		}
+		return nil
+	}
+	return errors.New("pins: too many concurrent changes in Redis; try again")
 }
 
 // Update applies fn to a fresh copy of the pin file under the lock and
@@ -291,6 +427,9 @@ func (s *Store) read() (*File, stamp, error) {
 func (s *Store) Update(fn func(f *File) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.shared != nil {
+		return s.updateShared(fn)
+	}
 	if s.dir == "" {
 		f, _ := clone(s.memFile())
 		changed, err := fn(f)

@@ -63,14 +63,17 @@ type Event struct {
 	Session string    `json:"session,omitempty"`
 	// Principal is who made the request (see extension.Principal.ID):
 	// empty over stdio or without auth.
-	Principal string         `json:"principal,omitempty"`
-	Server    string         `json:"server,omitempty"`
-	Tool      string         `json:"tool,omitempty"`
-	Action    string         `json:"action,omitempty"`
-	Reason    string         `json:"reason,omitempty"`
-	Fields    map[string]any `json:"fields,omitempty"`
-	Prev      string         `json:"prev"`
-	Hash      string         `json:"hash"`
+	Principal string `json:"principal,omitempty"`
+	// Replica names the gateway replica that wrote the record, when
+	// replicas share state (state.replica); each keeps its own chain.
+	Replica string         `json:"replica,omitempty"`
+	Server  string         `json:"server,omitempty"`
+	Tool    string         `json:"tool,omitempty"`
+	Action  string         `json:"action,omitempty"`
+	Reason  string         `json:"reason,omitempty"`
+	Fields  map[string]any `json:"fields,omitempty"`
+	Prev    string         `json:"prev"`
+	Hash    string         `json:"hash"`
 }
 
 // genesis is the Prev of the first record.
@@ -98,6 +101,7 @@ type Log struct {
 	maxSize  int64
 	maxFiles int
 	log      *slog.Logger
+	onAppend func([]byte)
 
 	mu   sync.Mutex  // one append at a time in this process; the flock orders processes
 	lock *os.File    // PATH.lock, flocked around every append
@@ -135,6 +139,10 @@ type Options struct {
 	MaxFiles int
 	// Logger receives warnings (nil: slog.Default()).
 	Logger *slog.Logger
+	// OnAppend, if set, is handed every record line this process writes
+	// (newline included; the slice is its own), in chain order, once the
+	// record is in the file. It must not block.
+	OnAppend func(line []byte)
 }
 
 // Open opens (creating if needed) the log at path and continues its chain.
@@ -159,7 +167,7 @@ func Open(path string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("audit: %v", err)
 	}
 	l := &Log{path: path, sync: !opts.NoSync, redact: opts.Redact, maxSize: opts.MaxSize, maxFiles: opts.MaxFiles,
-		log: opts.Logger, lock: lock, end: -1, prev: genesis, first: 1}
+		log: opts.Logger, onAppend: opts.OnAppend, lock: lock, end: -1, prev: genesis, first: 1}
 	if err := flock(lock, syscall.LOCK_EX); err != nil {
 		lock.Close()
 		return nil, err
@@ -256,6 +264,9 @@ func (l *Log) Append(e Event) error {
 		return err
 	}
 	l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
+	if l.onAppend != nil {
+		l.onAppend(append([]byte(nil), line...))
+	}
 	// Deleted only now that the checkpoint no longer counts on them.
 	for _, p := range drop {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {

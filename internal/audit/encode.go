@@ -51,7 +51,7 @@ func (l *Log) encodeBody(b []byte, e *Event) ([]byte, error) {
 	for _, f := range [...]struct {
 		key string
 		val string
-	}{{`,"session":`, e.Session}, {`,"principal":`, e.Principal}, {`,"server":`, e.Server}, {`,"tool":`, e.Tool}, {`,"action":`, e.Action}, {`,"reason":`, e.Reason}} {
+	}{{`,"session":`, e.Session}, {`,"principal":`, e.Principal}, {`,"replica":`, e.Replica}, {`,"server":`, e.Server}, {`,"tool":`, e.Tool}, {`,"action":`, e.Action}, {`,"reason":`, e.Reason}} {
 		if v := r(f.val); v != "" {
 			b = append(b, f.key...)
 			b = appendString(b, v)

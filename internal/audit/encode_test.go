@@ -119,7 +119,7 @@ func TestEncoderMatchesReflection(t *testing.T) {
 			e := Event{
 				Time:    time.Unix(r.Int64N(1<<34), r.Int64N(1e9)).In(time.FixedZone("z", (r.IntN(48)-24)*1800)),
 				Type:    tricky[r.IntN(len(tricky))],
-				Session: tricky[r.IntN(len(tricky))], Principal: tricky[r.IntN(len(tricky))], Server: tricky[r.IntN(len(tricky))], Tool: tricky[r.IntN(len(tricky))],
+				Session: tricky[r.IntN(len(tricky))], Principal: tricky[r.IntN(len(tricky))], Replica: tricky[r.IntN(len(tricky))], Server: tricky[r.IntN(len(tricky))], Tool: tricky[r.IntN(len(tricky))],
 				Action: tricky[r.IntN(len(tricky))], Reason: tricky[r.IntN(len(tricky))],
 				Fields: randMap(r, 0),
 			}

@@ -86,7 +86,7 @@ func appendReflect(e Event, redact func(string) string) ([]byte, string, error) 
 	e.Fields = fields
 	if r := redact; r != nil {
 		e.Type, e.Session, e.Server, e.Tool = r(e.Type), r(e.Session), r(e.Server), r(e.Tool)
-		e.Principal = r(e.Principal)
+		e.Principal, e.Replica = r(e.Principal), r(e.Replica)
 		e.Action, e.Reason = r(e.Action), r(e.Reason)
 	}
 	return encodeReflect(&e)

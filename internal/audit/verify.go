@@ -240,3 +240,42 @@ func scan(r io.Reader, fn func(line int, raw []byte) error) error {
 		}
 	}
 }
+
+// ParseRecord decodes one record line (without or with its newline) and
+// checks its hash against its bytes.
+func ParseRecord(raw []byte) (*Event, error) {
+	return parseRecord(bytes.TrimSuffix(raw, []byte("\n")))
+}
+
+// Chains checks records of several replicas' chains arriving interleaved
+// (the merged view of replicas sharing state): each record's own hash,
+// and that it follows the last record seen of its replica (next seq, prev
+// is that record's hash). A replica's first record seen may start
+// anywhere in its chain: the merged view keeps the recent part.
+type Chains struct {
+	last map[string]Head
+}
+
+// Add checks raw, a record of replica, and returns it decoded.
+func (c *Chains) Add(replica string, raw []byte) (*Event, error) {
+	e, err := ParseRecord(raw)
+	if err != nil {
+		return nil, err
+	}
+	if c.last == nil {
+		c.last = map[string]Head{}
+	}
+	if h, ok := c.last[replica]; ok {
+		if e.Seq != h.Seq+1 {
+			return e, fmt.Errorf("replica %q: seq %d follows seq %d (a record is missing or reordered)", replica, e.Seq, h.Seq)
+		}
+		if e.Prev != h.Hash {
+			return e, fmt.Errorf("replica %q: seq %d does not link to seq %d (prev hash differs)", replica, e.Seq, h.Seq)
+		}
+	}
+	c.last[replica] = Head{Seq: e.Seq, Hash: e.Hash}
+	return e, nil
+}
+
+// Heads returns the last record seen of each replica.
+func (c *Chains) Heads() map[string]Head { return c.last }

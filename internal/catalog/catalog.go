@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -27,15 +28,55 @@ func Qualify(server, tool string) string { return extension.Qualify(server, tool
 // Split splits a qualified name at its first "__" (extension.Split).
 func Split(qualified string) (server, tool string, ok bool) { return extension.Split(qualified) }
 
-// Tool is one upstream tool.
+// Tool is one upstream tool: what search and routing need, in memory; the
+// full definition (schemas, annotations) is in the catalogue's store and
+// read back by Def.
 type Tool struct {
 	Server    string
 	Name      string
 	Qualified string
-	// Def is the upstream's definition, with the upstream's own name.
-	Def *mcp.Tool
-	// Hash is DefinitionHash(Def).
+	// Summary is the first line of the description, at most SummaryBytes,
+	// for listings.
+	Summary string
+	// Hash is DefinitionHash(Def()).
 	Hash string
+
+	st  *store
+	ref ref
+}
+
+// SummaryBytes bounds Tool.Summary.
+const SummaryBytes = 160
+
+// Def returns the upstream's definition, with the upstream's own name,
+// decoded from the catalogue's store (recently used ones are kept
+// decoded); callers must not modify it. It is never nil: if the store
+// cannot be read (the state folder's disk failed, or the tool was replaced
+// meanwhile) the error is logged and Def returns the name and summary with
+// an empty object schema, a definition whose hash matches nothing, so
+// pinning refuses it.
+func (t *Tool) Def() *mcp.Tool {
+	d, err := t.st.get(t.ref)
+	if err != nil {
+		t.st.log.Error("tool definition unavailable", "tool", t.Qualified, "error", err)
+		return &mcp.Tool{Name: t.Name, Description: t.Summary, InputSchema: map[string]any{"type": "object"}}
+	}
+	return d
+}
+
+func summary(d *mcp.Tool) string {
+	s := d.Description
+	if s == "" {
+		s = d.Title
+	}
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	if len(s) > SummaryBytes {
+		s = strings.ToValidUTF8(s[:SummaryBytes], "") + "…"
+	}
+	return strings.Clone(s)
 }
 
 // Match is a tool found by a search.
@@ -47,6 +88,7 @@ type Match struct {
 // Catalog holds the tools of every server. It is safe for concurrent use.
 type Catalog struct {
 	index search.Index
+	st    *store
 
 	// update serialises Update and RemoveServer, so the limits hold
 	// across servers listed concurrently.
@@ -58,10 +100,29 @@ type Catalog struct {
 	tools   map[string]*Tool
 }
 
-// New returns an empty catalog that keeps idx in step.
+// New returns an empty catalog that keeps idx in step, with the tool
+// definitions in memory (as JSON, each distinct one once).
 func New(idx search.Index) *Catalog {
-	return &Catalog{index: idx, servers: map[string][]*Tool{}, tools: map[string]*Tool{}}
+	st, _ := newStore("", nil)
+	return &Catalog{index: idx, st: st, servers: map[string][]*Tool{}, tools: map[string]*Tool{}}
 }
+
+// Open is New with the tool definitions in a file in dir (created for this
+// process, removed on Close), read back when a tool is returned or called.
+func Open(idx search.Index, dir string, log *slog.Logger) (*Catalog, error) {
+	st, err := newStore(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Catalog{index: idx, st: st, servers: map[string][]*Tool{}, tools: map[string]*Tool{}}, nil
+}
+
+// Close releases the definition store.
+func (c *Catalog) Close() error { return c.st.close() }
+
+// StoreSize reports the definition store: bytes held (live and garbage),
+// garbage bytes, and distinct JSON blobs.
+func (c *Catalog) StoreSize() (bytes, garbage int64, blobs int) { return c.st.size() }
 
 // SetLimits sets the limits Update enforces from now on.
 func (c *Catalog) SetLimits(l Limits) {
@@ -117,20 +178,46 @@ func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) (
 			bad = append(bad, fmt.Sprintf("tool %q (%s)", r.Tool, r.Reason))
 		}
 	}
+	type prep struct {
+		t   *Tool
+		doc search.Doc
+		err error
+	}
+	preps := make([]prep, len(defs))
+	search.ParallelFor(len(defs), func(i int) {
+		d := defs[i]
+		schema := extension.CanonicalJSON(d.InputSchema)
+		r, err := c.st.put(d, schema)
+		if err != nil {
+			preps[i].err = err
+			return
+		}
+		t := &Tool{Server: server, Name: d.Name, Qualified: Qualify(server, d.Name), Summary: summary(d), Hash: extension.DefinitionHashOf(d, schema), st: c.st, ref: r}
+		doc := DocFor(server, d)
+		doc.ID = t.Qualified // one copy of the name, shared with the index
+		preps[i] = prep{t: t, doc: doc}
+	})
 	tools := make([]*Tool, 0, len(defs))
 	docs := make([]search.Doc, 0, len(defs))
-	for _, d := range defs {
-		t := &Tool{Server: server, Name: d.Name, Qualified: Qualify(server, d.Name), Def: d, Hash: DefinitionHash(d)}
-		tools = append(tools, t)
-		docs = append(docs, DocOf(t))
+	for i, p := range preps {
+		if p.err != nil {
+			bad = append(bad, fmt.Sprintf("tool %q (%v)", defs[i].Name, p.err))
+			continue
+		}
+		tools = append(tools, p.t)
+		docs = append(docs, p.doc)
 	}
 	if err := c.index.Set(ctx, server, docs); err != nil {
+		for _, t := range tools {
+			c.st.release(t.ref)
+		}
 		return nil, fmt.Errorf("index %s: %w", server, err)
 	}
 	var changes []Change
 	c.mu.Lock()
 	prev := map[string]string{}
-	for _, t := range c.servers[server] {
+	old := c.servers[server]
+	for _, t := range old {
 		prev[t.Qualified] = t.Hash
 		delete(c.tools, t.Qualified)
 	}
@@ -142,6 +229,9 @@ func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) (
 		}
 	}
 	c.mu.Unlock()
+	for _, t := range old {
+		c.st.release(t.ref)
+	}
 	if len(bad) > 0 {
 		return changes, fmt.Errorf("server %s listed %s; skipped", server, strings.Join(bad, ", "))
 	}
@@ -154,11 +244,15 @@ func (c *Catalog) RemoveServer(server string) {
 	defer c.update.Unlock()
 	c.index.Remove(server)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, t := range c.servers[server] {
+	old := c.servers[server]
+	for _, t := range old {
 		delete(c.tools, t.Qualified)
 	}
 	delete(c.servers, server)
+	c.mu.Unlock()
+	for _, t := range old {
+		c.st.release(t.ref)
+	}
 }
 
 // Lookup finds a tool by qualified name.
@@ -224,12 +318,15 @@ func (c *Catalog) Search(ctx context.Context, query string, limit int, minScore 
 
 // DocOf extracts the searchable text of a tool: name, description and the
 // names and descriptions of its input parameters.
-func DocOf(t *Tool) search.Doc {
-	d := search.Doc{ID: t.Qualified, Server: t.Server, Name: t.Name, Description: t.Def.Description}
+func DocOf(t *Tool) search.Doc { return DocFor(t.Server, t.Def()) }
+
+// DocFor is DocOf for server's definition def.
+func DocFor(server string, def *mcp.Tool) search.Doc {
+	d := search.Doc{ID: Qualify(server, def.Name), Server: server, Name: def.Name, Description: def.Description}
 	if d.Description == "" {
-		d.Description = t.Def.Title
+		d.Description = def.Title
 	}
-	d.Params = params(t.Def.InputSchema)
+	d.Params = params(def.InputSchema)
 	return d
 }
 
@@ -267,3 +364,12 @@ func params(schema any) []search.Param {
 // DefinitionHash is the SHA-256 of a tool's definition in canonical JSON
 // (extension.DefinitionHash, the one implementation).
 func DefinitionHash(d *mcp.Tool) string { return extension.DefinitionHash(d) }
+
+// Cosine estimates how alike two tools are by their vectors, ok false when
+// the index cannot tell (keyword search, or a tool not embedded yet).
+func (c *Catalog) Cosine(a, b string) (float64, bool) {
+	if cmp, ok := c.index.(search.Comparer); ok {
+		return cmp.Cosine(a, b)
+	}
+	return 0, false
+}

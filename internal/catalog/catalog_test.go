@@ -45,7 +45,7 @@ func TestCatalogSetReplaceSearch(t *testing.T) {
 		t.Fatalf("Len = %d", c.Len())
 	}
 	tl, ok := c.Lookup("fs__read_file")
-	if !ok || tl.Def.Description != "Read a file" {
+	if !ok || tl.Def().Description != "Read a file" {
 		t.Fatalf("Lookup = %+v", tl)
 	}
 	if d := DocOf(tl); len(d.Params) != 1 || d.Params[0].Description != "where" {

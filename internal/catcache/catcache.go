@@ -8,6 +8,7 @@
 package catcache
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // Dir is the cache's folder inside the state directory.
@@ -69,8 +71,23 @@ type Entry struct {
 	Tools   []*mcp.Tool `json:"tools"`
 }
 
-// Cache is the catalogue cache in a state directory.
-type Cache struct{ dir string }
+// Cache is the catalogue cache in a state directory, and in Redis too
+// when replicas share state (see Share).
+type Cache struct {
+	dir    string
+	shared *state.Backend
+}
+
+// sharedTTL is how long an entry stays in Redis after it was last saved.
+const sharedTTL = 30 * 24 * time.Hour
+
+// Share keeps entries in b's Redis as well, so a replica that has never
+// run a server (a new one, or one on a fresh disk) starts with its tools
+// searchable: an entry missing from the state directory is looked up in
+// Redis and copied into the directory.
+func (c *Cache) Share(b *state.Backend) { c.shared = b }
+
+func (c *Cache) sharedKey(key string) string { return c.shared.Key("catcache", key) }
 
 // New returns the cache under stateDir; nothing is touched until used.
 func New(stateDir string) *Cache { return &Cache{dir: filepath.Join(stateDir, Dir)} }
@@ -84,7 +101,7 @@ func (c *Cache) Load(cfg *config.Server) (e *Entry, ok bool, err error) {
 	key := Key(cfg)
 	b, err := os.ReadFile(c.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
+		return c.loadShared(key)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("catalogue cache: %v", err)
@@ -96,18 +113,52 @@ func (c *Cache) Load(cfg *config.Server) (e *Entry, ok bool, err error) {
 	return e, true, nil
 }
 
+// loadShared is Load from Redis, for an entry the state directory lacks.
+// Redis being away is a miss: the cache only saves a start.
+func (c *Cache) loadShared(key string) (*Entry, bool, error) {
+	if c.shared == nil {
+		return nil, false, nil
+	}
+	b, err := c.shared.Client.Get(context.Background(), c.sharedKey(key)).Bytes()
+	if err != nil {
+		return nil, false, nil
+	}
+	e := &Entry{}
+	if err := json.Unmarshal(b, e); err != nil || e.Key != key {
+		return nil, false, fmt.Errorf("catalogue cache: Redis key %s is damaged; it will be rewritten when the server runs", c.sharedKey(key))
+	}
+	if err := c.write(key, e.Server, b); err != nil {
+		return nil, false, err
+	}
+	return e, true, nil
+}
+
 // Save stores tools as cfg's entry (atomically, mode 0600) and removes
 // entries of older configs of the same server.
 func (c *Cache) Save(cfg *config.Server, tools []*mcp.Tool) error {
-	if err := os.MkdirAll(c.dir, 0o700); err != nil {
-		return fmt.Errorf("catalogue cache: %v", err)
-	}
 	key := Key(cfg)
 	if tools == nil {
 		tools = []*mcp.Tool{}
 	}
 	b, err := json.Marshal(&Entry{Server: cfg.Name, Key: key, Updated: time.Now().UTC(), Tools: tools})
 	if err != nil {
+		return fmt.Errorf("catalogue cache: %v", err)
+	}
+	if err := c.write(key, cfg.Name, b); err != nil {
+		return err
+	}
+	if c.shared != nil {
+		if err := c.shared.Client.Set(context.Background(), c.sharedKey(key), b, sharedTTL).Err(); err != nil {
+			return fmt.Errorf("catalogue cache: %w", c.shared.Err(err))
+		}
+	}
+	return nil
+}
+
+// write stores an encoded entry in the directory (atomically, mode 0600)
+// and removes entries of older configs of server.
+func (c *Cache) write(key, server string, b []byte) error {
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return fmt.Errorf("catalogue cache: %v", err)
 	}
 	f, err := os.CreateTemp(c.dir, ".tmp-*")
@@ -124,7 +175,7 @@ func (c *Cache) Save(cfg *config.Server, tools []*mcp.Tool) error {
 		os.Remove(f.Name())
 		return fmt.Errorf("catalogue cache: %v", err)
 	}
-	c.prune(cfg.Name, key)
+	c.prune(server, key)
 	return nil
 }
 

@@ -69,6 +69,9 @@ type Config struct {
 	// LLMProxy configures the LLM-API proxy; nil when the file has no
 	// llm_proxy object.
 	LLMProxy *LLMProxy
+	// State says where decisions that span calls live: in the process
+	// (default) or in Redis, shared by replicas (see state.go).
+	State State
 }
 
 // Audit is the "audit" object.
@@ -286,6 +289,7 @@ type fileFormat struct {
 	Limits *Limits         `json:"limits,omitempty"`
 	// LLMProxy is decoded on its own, like Search and Audit.
 	LLMProxy json.RawMessage `json:"llm_proxy,omitempty"`
+	State    json.RawMessage `json:"state,omitempty"`
 	Exposure
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// Schema lets editors attach a JSON schema; it is otherwise ignored.
@@ -473,6 +477,14 @@ func Parse(data []byte, file string, dotenv map[string]string) (*Config, error) 
 			return nil, &Error{File: file, Msg: err.Error()}
 		}
 		cfg.LLMProxy = lp
+	}
+	if len(ff.State) > 0 {
+		if err := strictDecode(ff.State, &cfg.State); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("state: %v", err)}
+		}
+	}
+	if err := cfg.State.parse(cfg.Dir, cfg.Lookup); err != nil {
+		return nil, &Error{File: file, Msg: err.Error()}
 	}
 	if len(ff.HTTP) > 0 {
 		if err := strictDecode(ff.HTTP, &cfg.HTTP); err != nil {

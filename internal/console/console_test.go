@@ -270,7 +270,7 @@ func (h *harness) waitChanged(d *PinsData) {
 	waitFor(h.t, "the changed definition", func() bool {
 		h.getJSON("/ui/api/pins", d)
 		t, ok := h.g.Catalog().Lookup("up__echo")
-		return len(d.Changed) == 1 && ok && t.Def.Description != "Echoes back the message"
+		return len(d.Changed) == 1 && ok && t.Def().Description != "Echoes back the message"
 	})
 }
 

@@ -223,7 +223,7 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opt
 	if !ok || !up {
 		return nil, refuse("unknown_tool", "call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server)
 	}
-	req.Def = t.Def
+	req.Def = t.Def()
 	st := &callState{srv: srv, tool: t.Name, opts: opts}
 	out, err := g.callPath(context.WithValue(ctx, callStateKey{}, st), req)
 	if err == nil {

@@ -149,7 +149,7 @@ func (g *Gateway) catalogue(ctx context.Context, server string, tools []*mcp.Too
 			continue // this definition was recorded before: a flip back
 		}
 		if c.Previous == "" {
-			g.emit(ctx, extension.Event{Type: audit.ToolSeen, Server: server, Tool: c.Tool.Name, Fields: map[string]any{"tool_hash": c.Tool.Hash, "description": c.Tool.Def.Description}})
+			g.emit(ctx, extension.Event{Type: audit.ToolSeen, Server: server, Tool: c.Tool.Name, Fields: map[string]any{"tool_hash": c.Tool.Hash, "description": c.Tool.Def().Description}})
 		} else {
 			g.emit(ctx, extension.Event{Type: audit.ToolChanged, Server: server, Tool: c.Tool.Name, Fields: map[string]any{"previous_hash": c.Previous, "new_hash": c.Tool.Hash}})
 		}

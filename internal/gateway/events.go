@@ -32,8 +32,15 @@ func (g *Gateway) openAudit() error {
 	if g.redact != nil {
 		redact = g.redact.String
 	}
+	var onAppend func([]byte)
+	if g.shared != nil {
+		// Replicas sharing state also mirror their records into one
+		// Redis Stream, the merged view `toolgate events --state` reads.
+		g.stream = g.shared.StartAuditStream()
+		onAppend = g.stream.Push
+	}
 	l, err := audit.Open(path, audit.Options{NoSync: !a.Fsync, Redact: redact,
-		MaxSize: int64(a.MaxSizeMB) << 20, MaxFiles: a.MaxFiles, Logger: g.log})
+		MaxSize: int64(a.MaxSizeMB) << 20, MaxFiles: a.MaxFiles, Logger: g.log, OnAppend: onAppend})
 	if err != nil {
 		return err
 	}
@@ -69,7 +76,7 @@ func (g *Gateway) record(ctx context.Context, e extension.Event) error {
 	// withPrincipal), so every event of a request carries it, whichever
 	// filter emits it.
 	return g.audit.Append(audit.Event{
-		Type: e.Type, Session: e.Session, Principal: extension.PrincipalFrom(ctx).ID(), Server: g.redact.String(e.Server), Tool: g.redact.String(e.Tool),
+		Type: e.Type, Session: e.Session, Principal: extension.PrincipalFrom(ctx).ID(), Replica: g.replica, Server: g.redact.String(e.Server), Tool: g.redact.String(e.Tool),
 		Action: e.Action, Reason: e.Reason, Fields: e.Fields,
 	})
 }

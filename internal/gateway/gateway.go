@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ import (
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/search"
 	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/state"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -67,6 +69,9 @@ type Options struct {
 	// server comes up (see WaitStarted and Starting). Without it, New
 	// returns once every server has been tried (one-off commands).
 	StartInBackground bool
+	// StartConcurrency is how many configured servers connect at once;
+	// 0 is four per core, at least eight.
+	StartConcurrency int
 	// SDKCalls sends every tool call through the SDK client, also to
 	// servers with a raw leg (stdio): the tests that compare the two legs.
 	SDKCalls bool
@@ -77,10 +82,11 @@ type Gateway struct {
 	noRaw bool // Options.SDKCalls
 	// rawCalls counts the tool calls sent on a raw leg (the tests check
 	// that the leg is taken).
-	rawCalls atomic.Uint64
-	cfg      *config.Config
-	log      *slog.Logger
-	stateDir string
+	rawCalls         atomic.Uint64
+	cfg              *config.Config
+	log              *slog.Logger
+	stateDir         string
+	startConcurrency int // Options.StartConcurrency
 
 	ups    *upstream.Manager
 	idx    search.Index
@@ -124,6 +130,13 @@ type Gateway struct {
 	// oauth holds the logins of "toolgate auth login"; nil without a
 	// state folder.
 	oauth *oauthclient.Source
+
+	// shared is the Redis state backend replicas share; nil for "memory".
+	shared *state.Backend
+	// replica names this replica in audit records ("" without shared
+	// state); stream mirrors them into Redis.
+	replica string
+	stream  *state.AuditStream
 }
 
 // listState serialises the listing of one server, remembers which start
@@ -137,7 +150,7 @@ type listState struct {
 // New builds a gateway: it provisions the extensions (an extension that
 // fails stops startup), then connects every configured server concurrently.
 // A server that fails to start or list its tools is skipped with a warning.
-func New(ctx context.Context, opts Options) (*Gateway, error) {
+func New(ctx context.Context, opts Options) (_ *Gateway, err error) {
 	if opts.Config == nil {
 		return nil, errors.New("gateway: no config")
 	}
@@ -145,8 +158,25 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
+	g := &Gateway{cfg: opts.Config, log: log, stateDir: opts.StateDir, startConcurrency: opts.StartConcurrency, gate: opts.Gate, tokens: opts.Tokens, redact: opts.Redactor,
 		cache: catcache.New(opts.StateDir), listing: map[string]*listState{}, metrics: newMetrics(), noRaw: opts.SDKCalls}
+	defer func() {
+		if err != nil {
+			g.closeShared()
+		}
+	}()
+	// With a shared state backend the discovery records, the token key and
+	// the extensions' decision state live in Redis (see internal/state).
+	if g.shared, err = state.Open(ctx, opts.Config.State, log.With("component", "state")); err != nil {
+		return nil, err
+	}
+	if g.shared != nil {
+		g.replica = g.shared.Replica()
+		g.cache.Share(g.shared)
+	}
+	if g.shared != nil && g.gate == nil {
+		g.gate = gate.NewRedis(g.shared, opts.Config.HTTP.SessionIdle())
+	}
 	if g.gate == nil {
 		g.gate = gate.NewMemory()
 	}
@@ -158,11 +188,26 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if idx == nil {
 		idx = search.NewLexical()
 	}
-	g.cat = catalog.New(idx)
+	if opts.StateDir == "" {
+		g.cat = catalog.New(idx)
+	} else {
+		// Full tool definitions live in a file in the state folder; the
+		// heap holds what search and routing need.
+		cat, err := catalog.Open(idx, opts.StateDir, log)
+		if err != nil {
+			return nil, err
+		}
+		g.cat = cat
+	}
 	g.idx = idx
 	g.setLimits(opts.Config.Limits)
 
-	key, err := gate.LoadOrCreateKey(filepath.Join(opts.StateDir, "gate.key"))
+	var key []byte
+	if g.shared != nil {
+		key, err = gate.SharedKey(ctx, g.shared)
+	} else {
+		key, err = gate.LoadOrCreateKey(filepath.Join(opts.StateDir, "gate.key"))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +230,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	host := func(id string) extension.Host {
 		return extension.Host{Logger: log.With("extension", extension.Name(id)), ConfigDir: opts.Config.Dir, StateDir: opts.StateDir, Emit: g.emit, Tools: g.toolRefs}
 	}
-	if g.pipe, err = pipeline.Build(ctx, log, host, builtins, opts.Extensions); err != nil {
+	if g.pipe, err = pipeline.Build(state.WithBackend(ctx, g.shared), log, host, builtins, opts.Extensions); err != nil {
 		return nil, err
 	}
 	g.buildCallPath()
@@ -230,6 +275,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	if ign := opts.Config.Ignored; len(ign) > 0 {
 		log.Info("config: ignoring settings of other MCP clients", "keys", strings.Join(ign, ","))
 	}
+	g.followLoads()
 	if opts.StartInBackground {
 		// The client's context may be short (a request's); the startup
 		// lives as long as the gateway.
@@ -324,10 +370,19 @@ func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 	for _, srv := range srvs {
 		g.startup.add(srv.Name())
 	}
+	// A bounded pool: a hundred stdio servers started at once on a small
+	// machine compete for the CPU until their connect timeouts fire.
+	sem := make(chan struct{}, g.startLimit())
 	for _, srv := range srvs {
 		go func() {
 			n := srv.Name()
 			defer g.serverStarted(n)
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				return
+			}
 			if err := g.indexConfigured(ctx, srv); err != nil && ctx.Err() == nil {
 				g.log.Warn("skipping server: it failed to start or list its tools; the others keep working", "server", n, "error", err)
 			}
@@ -342,6 +397,15 @@ func (g *Gateway) startConfigured(ctx context.Context, background bool) {
 		return
 	}
 	done()
+}
+
+// startLimit is how many configured servers connect at once: four per
+// core, at least eight (connecting is mostly waiting on the upstream).
+func (g *Gateway) startLimit() int {
+	if g.startConcurrency > 0 {
+		return g.startConcurrency
+	}
+	return max(8, 4*runtime.GOMAXPROCS(0))
 }
 
 // indexConfigured puts a configured server's tools in the catalogue. A lazy
@@ -467,7 +531,7 @@ func (g *Gateway) toolRefs() []extension.ToolRef {
 	all := g.cat.All()
 	out := make([]extension.ToolRef, len(all))
 	for i, t := range all {
-		out[i] = extension.ToolRef{Server: t.Server, Def: t.Def}
+		out[i] = extension.ToolRef{Server: t.Server, Def: t.Def()}
 	}
 	return out
 }
@@ -508,8 +572,23 @@ func (g *Gateway) Close() error {
 	if c, ok := g.idx.(io.Closer); ok {
 		errs = append(errs, c.Close())
 	}
+	errs = append(errs, g.cat.Close())
 	if g.audit != nil {
 		errs = append(errs, g.audit.Close())
 	}
+	g.closeShared()
 	return errors.Join(errs...)
+}
+
+// closeShared closes the Redis client, once the extensions that use it are
+// closed.
+func (g *Gateway) closeShared() {
+	if g.stream != nil {
+		g.stream.Close()
+		g.stream = nil
+	}
+	if g.shared != nil {
+		_ = g.shared.Close()
+		g.shared = nil
+	}
 }

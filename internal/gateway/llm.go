@@ -35,7 +35,7 @@ func (g *Gateway) llmOwners(name string) []llmOwner {
 		if server, ok := p.Tools[name]; ok {
 			o := llmOwner{server: server, tool: name}
 			if t, ok := g.cat.Lookup(catalog.Qualify(server, name)); ok {
-				o.def = t.Def
+				o.def = t.Def()
 			}
 			return []llmOwner{o}
 		}
@@ -43,14 +43,14 @@ func (g *Gateway) llmOwners(name string) []llmOwner {
 	for _, q := range []string{name, strings.TrimPrefix(name, "mcp__")} {
 		if t, ok := g.cat.Lookup(q); ok {
 			if s, tool, ok := catalog.Split(q); ok && s == t.Server && tool == t.Name {
-				return []llmOwner{{server: t.Server, tool: t.Name, def: t.Def}}
+				return []llmOwner{{server: t.Server, tool: t.Name, def: t.Def()}}
 			}
 		}
 	}
 	var out []llmOwner
 	for _, t := range g.cat.All() {
 		if t.Name == name {
-			out = append(out, llmOwner{server: t.Server, tool: t.Name, def: t.Def})
+			out = append(out, llmOwner{server: t.Server, tool: t.Name, def: t.Def()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].server < out[j].server })

@@ -205,10 +205,7 @@ func (p *ptMode) listed(ctx context.Context, key string) (map[string]*catalog.To
 			continue
 		}
 		byQualified[t.Qualified] = t
-		results = append(results, extension.SearchResult{
-			Name: t.Qualified, Server: t.Server, Tool: t.Name,
-			Description: t.Def.Description, InputSchema: t.Def.InputSchema, Score: 1, Def: t.Def,
-		})
+		results = append(results, searchResult(t, 1))
 	}
 	results, err := p.g.pipe.Visible(ctx, &extension.VisibilityRequest{Session: key, Principal: extension.PrincipalFrom(ctx).ID()}, results)
 	if err != nil {
@@ -231,10 +228,7 @@ func (p *ptMode) shows(ctx context.Context, key, name, qualified string) (bool, 
 	if !ok || p.exposeTool(t) != name || (p.hybrid && !p.pinned[qualified]) || (p.bare != "" && t.Server != p.bare) {
 		return false, nil
 	}
-	results, err := p.g.pipe.Visible(ctx, &extension.VisibilityRequest{Session: key, Principal: extension.PrincipalFrom(ctx).ID(), Limit: 1}, []extension.SearchResult{{
-		Name: t.Qualified, Server: t.Server, Tool: t.Name,
-		Description: t.Def.Description, InputSchema: t.Def.InputSchema, Score: 1, Def: t.Def,
-	}})
+	results, err := p.g.pipe.Visible(ctx, &extension.VisibilityRequest{Session: key, Principal: extension.PrincipalFrom(ctx).ID(), Limit: 1}, []extension.SearchResult{searchResult(t, 1)})
 	return err == nil && len(results) == 1 && results[0].Name == qualified, err
 }
 
@@ -272,7 +266,7 @@ func (p *ptMode) listTools(ctx context.Context, sc scope, req *mcp.ListToolsRequ
 		if !ok {
 			continue
 		}
-		def := *t.Def
+		def := *t.Def()
 		def.Name = p.exposeTool(t)
 		out.Tools = append(out.Tools, &def)
 		names = append(names, r.Name)

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,6 +31,9 @@ const (
 	// maxCandidates bounds what the index hands the search filters, which
 	// run before truncation to top_k.
 	maxCandidates = 1000
+	// searchChunk is the fewest candidates handed to the search filters
+	// at once.
+	searchChunk = 20
 )
 
 // scope says how a frontend's clients are told apart by the gate.
@@ -108,6 +113,9 @@ func searchToolDef(sc scope) *mcp.Tool {
 						"description": map[string]any{"type": "string"},
 						"inputSchema": map[string]any{"type": "object"},
 						"score":       map[string]any{"type": "number"},
+						"alternatives": map[string]any{"type": "array", "items": map[string]any{"type": "string"},
+							"description": "Other servers' tools that do the same thing; call_tool accepts any of them."},
+						"query": map[string]any{"type": "string", "description": "Which of queries this tool was found for."},
 					},
 					"required": []string{"name", "description", "inputSchema", "score"},
 				},
@@ -123,16 +131,19 @@ func searchToolDef(sc scope) *mcp.Tool {
 		}
 	}
 	return &mcp.Tool{
-		Name:        "search_tools",
-		Title:       "Search tools",
-		Description: "Find tools for a task. Describe what you want to do in plain words; returns matching tools with their exact names, descriptions, input schemas and relevance scores. A tool must be found here before call_tool can run it.",
+		Name:  "search_tools",
+		Title: "Search tools",
+		Description: "Find tools for a task. Describe what you want to do in plain words; returns matching tools with their exact names, descriptions, input schemas and relevance scores. A tool must be found here before call_tool can run it. " +
+			"For a task with several steps, pass \"queries\" with one short description per step (e.g. [\"find cheap flights to Rome\", \"add the trip to my calendar\", \"email the plan to Ana\"]) instead of one long query: you get the top tools for each step in one call. " +
+			"When several servers offer the same tool, it is listed once with the others under \"alternatives\" (\"also offered by\"), so each slot is a different capability; any of them can be called.",
 		InputSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
 				"query": map[string]any{"type": "string", "description": "What you want to do, e.g. \"read a file\" or \"create a GitHub issue\"."},
-				"top_k": map[string]any{"type": "integer", "minimum": 1, "maximum": MaxTopK, "default": DefaultTopK, "description": "How many tools to return at most."},
+				"queries": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "maxItems": MaxQueries,
+					"description": "Several steps of a task, one description each; the top_k tools are returned for each. Use instead of query, or beside it."},
+				"top_k": map[string]any{"type": "integer", "minimum": 1, "maximum": MaxTopK, "default": DefaultTopK, "description": "How many tools to return at most (for each query)."},
 			},
-			"required": []string{"query"},
 		},
 		OutputSchema: out,
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
@@ -270,9 +281,13 @@ func (g *Gateway) sessionKey(ss *mcp.ServerSession) string {
 }
 
 type searchArgs struct {
-	Query string `json:"query"`
-	TopK  *int   `json:"top_k"`
+	Query   string   `json:"query"`
+	Queries []string `json:"queries"`
+	TopK    *int     `json:"top_k"`
 }
+
+// MaxQueries bounds search_tools' queries.
+const MaxQueries = 10
 
 // SearchOutput is search_tools' structured result.
 type SearchOutput struct {
@@ -287,6 +302,11 @@ type FoundTool struct {
 	Description string  `json:"description"`
 	InputSchema any     `json:"inputSchema"`
 	Score       float64 `json:"score"`
+	// Alternatives are other servers' tools that do the same thing, any
+	// of which call_tool accepts.
+	Alternatives []string `json:"alternatives,omitempty"`
+	// Query is the query of queries this tool was found for.
+	Query string `json:"query,omitempty"`
 }
 
 func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -294,8 +314,20 @@ func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolR
 	if err := decodeArgs(req.Params.Arguments, &a); err != nil {
 		return errorResult("search_tools: %v. Expected {\"query\": \"what you want to do\", \"top_k\": 5}.", err), nil
 	}
-	if strings.TrimSpace(a.Query) == "" {
-		return errorResult("search_tools: \"query\" is empty; describe what you want to do, e.g. \"read a file\"."), nil
+	queries := a.Queries
+	if strings.TrimSpace(a.Query) != "" {
+		queries = append([]string{a.Query}, queries...)
+	}
+	if len(queries) == 0 {
+		return errorResult("search_tools: \"query\" is empty; describe what you want to do, e.g. \"read a file\", or pass \"queries\" with one description per step."), nil
+	}
+	if len(queries) > MaxQueries {
+		return errorResult("search_tools: %d queries, at most %d; merge related steps.", len(queries), MaxQueries), nil
+	}
+	for i, q := range queries {
+		if strings.TrimSpace(q) == "" {
+			return errorResult("search_tools: queries[%d] is empty; describe one step of the task in each.", i), nil
+		}
 	}
 	topK := DefaultTopK
 	if a.TopK != nil {
@@ -304,28 +336,55 @@ func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolR
 		}
 		topK = *a.TopK
 	}
-	sreq := &extension.SearchRequest{Query: a.Query, TopK: topK}
 	ctx = withPrincipal(ctx, req)
-	sreq.Principal = principalID(req)
+	sreq := &extension.SearchRequest{TopK: topK, Principal: principalID(req)}
 	if sc == scopeConnection {
 		sreq.Session = g.sessionKey(req.Session)
 	}
-	results, note, err := g.Search(ctx, sreq)
-	if err != nil {
-		if d, ok := extension.AsDenial(err); ok {
-			return refusedResult(d, "search_tools was refused by %s: %s", d.Rule, d.Reason), nil
+	// Several queries: the top k of each, in order; a tool found for an
+	// earlier query is not repeated.
+	var results []Found
+	var foundFor []string
+	var notes []string
+	seen := map[string]bool{}
+	for _, q := range queries {
+		r := *sreq
+		r.Query = q
+		res, note, err := g.Search(ctx, &r)
+		if err != nil {
+			if d, ok := extension.AsDenial(err); ok {
+				return refusedResult(d, "search_tools was refused by %s: %s", d.Rule, d.Reason), nil
+			}
+			return errorResult("search_tools failed: %v", err), nil
 		}
-		return errorResult("search_tools failed: %v", err), nil
+		if note != "" && !slices.Contains(notes, note) {
+			notes = append(notes, note)
+		}
+		for _, x := range res {
+			if seen[x.Name] {
+				continue
+			}
+			seen[x.Name] = true
+			results = append(results, x)
+			foundFor = append(foundFor, q)
+		}
 	}
 	names := make([]string, len(results))
-	out := SearchOutput{Tools: make([]FoundTool, len(results)), Note: note}
+	out := SearchOutput{Tools: make([]FoundTool, len(results)), Note: strings.Join(notes, " ")}
 	for i, r := range results {
 		names[i] = r.Name
 		schema := r.InputSchema
 		if schema == nil {
 			schema = map[string]any{"type": "object"}
 		}
-		out.Tools[i] = FoundTool{Name: r.Name, Description: r.Description, InputSchema: schema, Score: round3(r.Score)}
+		out.Tools[i] = FoundTool{Name: r.Name, Description: r.Description, InputSchema: schema, Score: round3(r.Score), Alternatives: r.Alternatives}
+		if len(queries) > 1 {
+			out.Tools[i].Query = foundFor[i]
+		}
+	}
+	// Alternatives were returned too: the gate lets the model call them.
+	for _, r := range results {
+		names = append(names, r.Alternatives...)
 	}
 	// The gate records only what is actually returned: after the filters
 	// and after truncation.
@@ -339,9 +398,13 @@ func (g *Gateway) handleSearch(ctx context.Context, sc scope, req *mcp.CallToolR
 			out.DiscoveryToken = g.signer.Issue(sreq.Principal, names)
 		}
 	}
-	g.emit(ctx, extension.Event{Type: audit.Search, Session: sreq.Session, Fields: map[string]any{"query": a.Query, "top_k": topK, "results": names}})
+	fields := map[string]any{"query": queries[0], "top_k": topK, "results": names}
+	if len(queries) > 1 {
+		fields["queries"] = queries
+	}
+	g.emit(ctx, extension.Event{Type: audit.Search, Session: sreq.Session, Fields: fields})
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: renderSearch(a.Query, out, g.cfg.Filters.SimilarityThreshold)}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: renderSearch(queries, out, g.cfg.Filters.SimilarityThreshold)}},
 		StructuredContent: out,
 	}, nil
 }
@@ -352,19 +415,12 @@ func round3(f float64) float64 { return float64(int(f*1000+0.5)) / 1000 }
 // the similarity threshold, pass the ranking through the search filters, then
 // keep the top req.TopK. It returns the results and a note when the index is
 // still being built.
-func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]extension.SearchResult, string, error) {
+func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]Found, string, error) {
 	matches, res, err := g.cat.Search(ctx, req.Query, maxCandidates, g.cfg.Filters.SimilarityThreshold)
 	if err != nil {
 		return nil, "", err
 	}
-	results := make([]extension.SearchResult, len(matches))
-	for i, m := range matches {
-		results[i] = extension.SearchResult{
-			Name: m.Qualified, Server: m.Server, Tool: m.Name,
-			Description: m.Def.Description, InputSchema: m.Def.InputSchema, Score: m.Score, Def: m.Def,
-		}
-	}
-	results, err = g.pipe.Search(ctx, req, results)
+	results, err := g.filterEntries(ctx, req, g.diversify(matches, req.TopK))
 	if err != nil {
 		return nil, "", err
 	}
@@ -381,13 +437,34 @@ func (g *Gateway) Search(ctx context.Context, req *extension.SearchRequest) ([]e
 	return results, strings.Join(notes, " "), nil
 }
 
-func renderSearch(query string, out SearchOutput, threshold float64) string {
+// searchResult is t as a search result, its definition read from the
+// catalogue's store.
+func searchResult(t *catalog.Tool, score float64) extension.SearchResult {
+	d := t.Def()
+	return extension.SearchResult{Name: t.Qualified, Server: t.Server, Tool: t.Name,
+		Description: d.Description, InputSchema: d.InputSchema, Score: score, Def: d}
+}
+
+func renderSearch(queries []string, out SearchOutput, threshold float64) string {
 	var b strings.Builder
+	quoted := make([]string, len(queries))
+	for i, q := range queries {
+		quoted[i] = strconv.Quote(q)
+	}
 	if len(out.Tools) == 0 {
-		fmt.Fprintf(&b, "No tools matched %q (scores below %.2f are dropped). Try other words for the task, or a broader description.", query, threshold)
+		fmt.Fprintf(&b, "No tools matched %s (scores below %.2f are dropped). Try other words for the task, or a broader description.", strings.Join(quoted, ", "), threshold)
 	} else {
-		fmt.Fprintf(&b, "Found %d tool(s) for %q:\n", len(out.Tools), query)
+		if len(queries) == 1 {
+			fmt.Fprintf(&b, "Found %d tool(s) for %s:\n", len(out.Tools), quoted[0])
+		} else {
+			fmt.Fprintf(&b, "Found %d tool(s) for %d queries:\n", len(out.Tools), len(queries))
+		}
+		last := ""
 		for i, t := range out.Tools {
+			if t.Query != "" && t.Query != last {
+				fmt.Fprintf(&b, "\nFor %q:\n", t.Query)
+				last = t.Query
+			}
 			fmt.Fprintf(&b, "\n%d. %s (score %.3f)\n", i+1, t.Name, t.Score)
 			if d := strings.TrimSpace(t.Description); d != "" {
 				fmt.Fprintf(&b, "   %s\n", strings.ReplaceAll(d, "\n", "\n   "))
@@ -396,6 +473,9 @@ func renderSearch(query string, out SearchOutput, threshold float64) string {
 			s, _ := json.Marshal(t.InputSchema)
 			b.Write(s)
 			b.WriteString("\n")
+			if len(t.Alternatives) > 0 {
+				fmt.Fprintf(&b, "   also offered by: %s (the same capability on other servers; their input schemas may differ)\n", strings.Join(t.Alternatives, ", "))
+			}
 		}
 		b.WriteString("\nCall one with call_tool, using the exact name above")
 		if out.DiscoveryToken != "" {
@@ -652,5 +732,6 @@ func (g *Gateway) Load(ctx context.Context, req *extension.LoadRequest) (ListOut
 	}
 	g.emit(ctx, extension.Event{Type: audit.ServerLoaded, Session: req.Session, Server: req.ServerName, Action: "allow", Fields: map[string]any{"url": req.URL, "tools": out.Usable, "listed": out.Listed}})
 	g.log.Info("loaded server at run time", "server", req.ServerName, "tools", out.Usable, "listed", out.Listed)
+	g.shareLoad(ctx, req)
 	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/extension"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // Pipeline is an immutable set of provisioned extensions and their filters.
@@ -27,6 +28,10 @@ type Pipeline struct {
 	call    []stage[extension.CallMiddleware]
 	load    []stage[extension.LoadFilter]
 	list    []stage[extension.ListFilter]
+	// prefetch are the call middleware deciding on shared state, asked
+	// for their scripts before a call enters the chain (see
+	// state.CallBatch).
+	prefetch []state.CallPrefetcher
 }
 
 type stage[F any] struct {
@@ -98,6 +103,9 @@ func Build(ctx context.Context, log *slog.Logger, host func(id string) extension
 		}
 		if f, ok := e.(extension.CallMiddleware); ok {
 			p.call = append(p.call, stage[extension.CallMiddleware]{id, f})
+			if pf, ok := e.(state.CallPrefetcher); ok {
+				p.prefetch = append(p.prefetch, pf)
+			}
 		}
 		if f, ok := e.(extension.LoadFilter); ok {
 			p.load = append(p.load, stage[extension.LoadFilter]{id, f})
@@ -127,6 +135,10 @@ func (p *Pipeline) Close() error {
 	p.exts = nil
 	return errors.Join(errs...)
 }
+
+// SearchFilters is the number of search filters: with none, a search
+// need not read more tool definitions than it returns.
+func (p *Pipeline) SearchFilters() int { return len(p.search) }
 
 // Visible passes tools through every visibility filter.
 func (p *Pipeline) Visible(ctx context.Context, req *extension.VisibilityRequest, tools []extension.SearchResult) ([]extension.SearchResult, error) {
@@ -224,7 +236,28 @@ func (p *Pipeline) Wrap(h extension.CallHandler) extension.CallHandler {
 	for i := len(p.call) - 1; i >= 0; i-- {
 		h = p.wrapStage(p.call[i], h)
 	}
-	return h
+	if len(p.prefetch) == 0 {
+		return h
+	}
+	chain := h
+	return func(ctx context.Context, req *extension.CallRequest) (*extension.CallResult, error) {
+		return chain(p.prefetchCall(ctx, req), req)
+	}
+}
+
+// prefetchCall fetches what the middleware needs from the shared state in
+// one round trip, before the call enters the chain; the middleware finds
+// the answers in the returned context.
+func (p *Pipeline) prefetchCall(ctx context.Context, req *extension.CallRequest) context.Context {
+	var batch state.CallBatch
+	for _, pf := range p.prefetch {
+		pf.PrefetchCall(ctx, req, &batch)
+	}
+	if batch.Len() == 0 {
+		return ctx
+	}
+	batch.Exec(ctx)
+	return state.WithBatch(ctx, &batch)
 }
 
 func (p *Pipeline) wrapStage(s stage[extension.CallMiddleware], next extension.CallHandler) extension.CallHandler {

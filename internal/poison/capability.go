@@ -33,6 +33,14 @@ var capabilityRules = []*rule{
 	{
 		name: "malware", category: CatMaliciousCapability, sev: SeverityHigh, kinds: capKinds,
 		re: re(`\b(?:ransomware|ransom note|ransom\b|malware|trojan(?:ize|ed)?|rootkit|bootkit|botnet|spyware|stalkerware|keylog\w*|info-?stealer|backdoor\w*|web ?shell|reverse shell|bind shell|remote access trojan|implant|dropper|stager|worm(?:able)?|self[- ]propagat\w+|spread\w* (?:itself|to other (?:hosts|machines|devices|computers))|c2 (?:server|channel|infrastructure|beacon)|command[- ]and[- ]control|cryptojack\w*|crypto(?:currency)?[- ]?min(?:ing|er)\b` + g(40) + `\b(?:victim|hidden|covert|without|background|unauthori[sz]ed|others'?)|(?:hidden|covert|stealth\w*|unauthori[sz]ed) (?:crypto(?:currency)? )?min(?:ing|er))\b`),
+		check: func(m *match) Severity {
+			// "reports whether malware was detected", "checks a URL
+			// against malware blocklists": a defender's tool.
+			if defensive.MatchString(m.seg.text) {
+				return SeverityLow
+			}
+			return m.sev
+		},
 	},
 	{
 		name: "credential_attack", category: CatMaliciousCapability, sev: SeverityHigh, kinds: capKinds,
@@ -56,7 +64,14 @@ var capabilityRules = []*rule{
 	},
 	{
 		name: "reconnaissance", category: CatMaliciousCapability, sev: SeverityMedium, kinds: capKinds,
-		re: re(`\b(?:port[- ]?scan\w*|(?:scan|sweep|probe|map)\w*\b` + g(30) + `\b(?:open ports|ports|subnets?|ip ranges?|network ranges?|cidr|(?:wireless|wi-?fi|bluetooth) (?:networks|devices)|(?:live|vulnerable|target) hosts|targets?)|ping sweep|(?:enumerat|harvest)\w*\b` + g(25) + `\b(?:(?:domain|ad|active directory|local|smb|ldap|network|remote|email|ftp|nfs|ssh) )?(?:users|user accounts|accounts|admins|administrators|shares|spns?|groups|logged[- ]on|sessions|privileges|hosts|subdomains|email addresses|employees|trusts|gpos|domain controllers)|snmp ?walk|\bosint\b|open[- ]source intelligence|\bwaf (?:detection|fingerprint\w*|bypass)|(?:detect|fingerprint|identify)\w* (?:the )?(?:web application firewall|waf)\b|enumerat\w+\b` + g(30) + `\b(?:rpc|smb|ldap|snmp|netbios|nfs|dns zones?|zone transfers?)\b|walk\w*\b` + g(15) + `\bsnmp|mib tree|banner[- ]grab\w*|(?:os|service|host) fingerprint\w*|fingerprint\w* (?:the )?(?:os|operating system|services|hosts?|targets?)|reconnaissance|\brecon\b|subdomain (?:enumeration|brute\w*|takeover)|vulnerability scan\w*|(?:find|discover|identify|locate|search for)\w*\b` + g(15) + `\b(?:vulnerable|exploitable|unpatched|misconfigured|exposed|weak|default) (?:hosts|servers|services|systems|devices|credentials|passwords|endpoints|targets|s3 buckets|buckets|databases|ports|machines))\b`),
+		re: re(`\b(?:port[- ]?scan\w*|(?:scan|sweep|probe|map)\w*\b` + g(30) + `\b(?:open ports|ports|subnets?|ip ranges?|network ranges?|cidr|(?:wireless|wi-?fi|bluetooth) (?:networks|devices)|(?:live|vulnerable|target) hosts|targets?)|ping sweep|(?:enumerat|harvest)\w*\b` + g(25) + `\b(?:(?:domain|ad|active directory|local|smb|ldap|network|remote|email|ftp|nfs|ssh) )?(?:users|user accounts|accounts|admins|administrators|shares|spns?|groups|logged[- ]on|sessions|privileges|hosts|subdomains|email addresses|employees|trusts|gpos|domain controllers)|snmp ?walk|\bosint\b|open[- ]source intelligence|\bwaf (?:detection|fingerprint\w*|bypass)|(?:detect|fingerprint|identify)\w* (?:the )?(?:web application firewall|waf)\b|enumerat\w+\b` + g(30) + `\b(?:rpc|smb|ldap|snmp|netbios|nfs|dns zones?|zone transfers?)\b|walk\w*\b` + g(15) + `\bsnmp|banner[- ]grab\w*|(?:os|service|host) fingerprint\w*|fingerprint\w* (?:the )?(?:os|operating system|services|hosts?|targets?)|reconnaissance|\brecon\b|subdomain (?:enumeration|brute\w*|takeover)|vulnerability scan\w*|(?:find|discover|identify|locate|search for)\w*\b` + g(15) + `\b(?:vulnerable|exploitable|unpatched|misconfigured|exposed|weak|default) (?:hosts|servers|services|systems|devices|credentials|passwords|endpoints|targets|s3 buckets|buckets|databases|ports|machines))\b`),
+		check: func(m *match) Severity {
+			// "scan ports on hosts you own": an administrator's tool.
+			if ownScope.MatchString(m.doc.text) {
+				return SeverityLow
+			}
+			return m.sev
+		},
 	},
 	{
 		name: "data_theft", category: CatMaliciousCapability, sev: SeverityHigh, kinds: capKinds,
@@ -77,7 +92,7 @@ var capabilityRules = []*rule{
 	},
 	{
 		name: "fraud_abuse", category: CatMaliciousCapability, sev: SeverityHigh, kinds: capKinds,
-		re: re(`\b(?:phish\w*|spear[- ]?phish\w*|smish\w*|vish\w*|credential[- ]harvest\w*|(?:fake|spoofed|counterfeit|cloned|lookalike) (?:login|sign[- ]in|bank\w*|website|web ?page|page|portal|emails?|invoices?|identit\w+|accounts?|reviews?)|(?:send|blast|distribut)\w*\b` + g(20) + `\b(?:spam|unsolicited)|spam (?:bot|campaign|emails?|messages?)|carding|card skimm\w*|skimmer|money (?:mule|launder\w*)|launder\w* (?:money|funds|crypto)|sim[- ]swap\w*|account takeover|click[- ]?fraud|ad fraud|fake (?:followers|likes|engagement)|(?:forge|forging|forged)\b` + g(20) + `\b(?:tokens?|tickets?|jwt|signatures?|certificates?|cookies?|sessions?|credentials|headers|documents?|ids?|passports?)|'?none'? alg(?:orithm)?|doxx\w*|swatting|sextort\w*|extort\w*)\b`),
+		re: re(`\b(?:phish\w*|spear[- ]?phish\w*|smish\w*|vish\w*|credential[- ]harvest\w*|(?:fake|spoofed|counterfeit|cloned|lookalike) (?:login|sign[- ]in|bank\w*|website|web ?page|page|portal|emails?|invoices?|identit\w+|accounts?|reviews?)|(?:send|blast|distribut)\w*\b` + g(20) + `\b(?:spam|unsolicited)|spam (?:bot|campaign|emails?|messages?)|carding|card skimm\w*|skimmer|money (?:mule|launder\w*)|launder\w* (?:money|funds|crypto)|sim[- ]swap\w*|account takeover|click[- ]?fraud|ad fraud|fake (?:followers|likes|engagement)|(?:forge|forging|forged)\b` + g(20) + `\b(?:tokens?|tickets?|jwt|signatures?|certificates?|cookies?|sessions?|credentials|headers|documents?|ids?|passports?)|doxx\w*|swatting|sextort\w*|extort\w*)\b`),
 		check: func(m *match) Severity {
 			if defensive.MatchString(m.seg.text) {
 				return SeverityLow
@@ -113,7 +128,7 @@ var capabilityRules = []*rule{
 	},
 	{
 		name: "hijack_impersonate", category: CatMaliciousCapability, sev: SeverityHigh, kinds: capKinds,
-		re: re(`\b(?:hijack\w*|impersonat\w+\b` + g(20) + `\b(?:users?|tokens?|admin\w*|accounts?|identit\w+|executives?|ceo|privileged|officials?|domain)|privileged tokens?|(?:poison|spoof)\w*\b` + g(15) + `\b(?:llmnr|nbt-?ns|mdns|arp|dns|dhcp|wpad|netbios|caches?)|(?:read|get|retriev\w*|obtain|fetch|view|decrypt)\w*\b` + g(25) + `\b(?:gmsa|laps|stored|saved|cached|plaintext|cleartext|other users'?|admin(?:istrator)?'?s?|service account|domain|group managed service) (?:account )?passwords?|read\w*\b` + g(20) + `\b(?:sensitive|confidential|protected|restricted|other users'?|privileged|system) (?:files|data|documents|information|memory|credentials))\b`),
+		re: re(`\b(?:hijack\w*|impersonat\w+\b` + g(20) + `\b(?:users?|tokens?|admin\w*|accounts?|identit\w+|executives?|ceo|privileged|officials?|domain)|privileged tokens?|(?:poison|spoof)\w*\b` + g(15) + `\b(?:llmnr|nbt-?ns|mdns|arp|dns|dhcp|wpad|netbios|caches?)|(?:read|get|retriev\w*|obtain|fetch|view|decrypt)\w*\b` + g(25) + `\b(?:laps|stored|saved|cached|plaintext|cleartext|other users'?|admin(?:istrator)?'?s?|service account|domain|group managed service) (?:account )?passwords?|read\w*\b` + g(20) + `\b(?:sensitive|confidential|protected|restricted|other users'?|privileged|system) (?:files|data|documents|information|memory|credentials))\b`),
 	},
 	{
 		name: "unauthorized", category: CatMaliciousCapability, sev: SeverityMedium, kinds: capKinds,
@@ -121,5 +136,9 @@ var capabilityRules = []*rule{
 	},
 }
 
+// ownScope: the description limits the tool to systems the user owns or
+// is authorised to test.
+var ownScope = re(`(?i)\b(?:(?:you|they|the user|your (?:team|organi[sz]ation|company)) (?:own|manage|administer|control)|(?:are |is )?authori[sz]ed to (?:test|scan|assess)|written permission|(?:with|have) (?:explicit )?permission|in scope|your (?:own )?(?:lab|test|staging) (?:network|environment|hosts?)|hosts? you (?:own|manage))\b`)
+
 // defensive: the description is about detecting or reporting threats.
-var defensive = re(`\b(?:detect\w*|scan\w* (?:for|files|urls?|links)|check\w* (?:if|whether|for)|analy[sz]\w*|identif\w*|flag\w*|report\w*|block\w*|prevent\w*|protect\w*|quarantin\w*|classif\w*|assess\w*|audit\w*|monitor\w* for|is (?:it )?(?:safe|malicious)|reputation|virustotal|threat intel\w*)\b`)
+var defensive = re(`\b(?:detect\w*|whether|scan\w* (?:for|files|urls?|links)|check\w* (?:if|whether|for)|analy[sz]\w*|identif\w*|flag\w*|report\w*|block\w*|prevent\w*|protect\w*|quarantin\w*|classif\w*|assess\w*|audit\w*|monitor\w* for|is (?:it )?(?:safe|malicious)|reputation|virustotal|threat intel\w*)\b`)

@@ -25,11 +25,12 @@ func catalogue(t *testing.T) string {
 	return ""
 }
 
-// TestStructuralRulesQuietOnRealTools: the rules kept next to the
-// classifier flag none of the 707 real tool definitions (description and
-// every schema string), and each of them matches its examples
-// (TestEncodingAndMarkupRules and the rule tests).
-func TestStructuralRulesQuietOnRealTools(t *testing.T) {
+// TestRulesQuietOnRealTools: no built-in rule flags any of the 707 real
+// tool definitions (description and every schema string); with
+// TestEveryRuleMatchesAnExample, every rule earns its place. The structural
+// rules (kept next to the classifier) are checked on their own as well, so a
+// failure says which set lost ground.
+func TestRulesQuietOnRealTools(t *testing.T) {
 	path := catalogue(t)
 	f, err := os.Open(path)
 	if err != nil {
@@ -40,13 +41,6 @@ func TestStructuralRulesQuietOnRealTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rules []*rule
-	for _, r := range d.rules {
-		if structuralRules[r.name] {
-			rules = append(rules, r)
-		}
-	}
-	d.rules = rules
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	n := 0
@@ -60,7 +54,17 @@ func TestStructuralRulesQuietOnRealTools(t *testing.T) {
 		}
 		n++
 		if v := d.ScanDefinition(tool.Name, tool.Description, tool.InputSchema); v.Malicious {
-			t.Errorf("%s__%s flagged by structural rules: %+v", tool.Server, tool.Name, v.Findings)
+			var rules []string
+			for _, f := range v.Findings {
+				if f.Severity != "low" {
+					kind := "vocabulary"
+					if structuralRules[f.Rule] {
+						kind = "structural"
+					}
+					rules = append(rules, kind+" rule "+f.Rule+": "+f.Context)
+				}
+			}
+			t.Errorf("%s__%s flagged: %v", tool.Server, tool.Name, rules)
 		}
 	}
 	if n < 700 {

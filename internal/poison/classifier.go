@@ -52,6 +52,11 @@ type Models struct {
 	HashBits   int          `json:"hash_bits"`
 	Definition *LinearModel `json:"definition"`
 	Output     *LinearModel `json:"output"`
+	// OutputGate is the lexical first pass over outputs: hashed n-gram
+	// weights only (no embedding weights). A sentence scoring below its
+	// threshold is not embedded; an output with no such sentence and no
+	// structural marker is clean without further work. Optional.
+	OutputGate *LinearModel `json:"output_gate,omitempty"`
 	// Trained records the command and data that produced the weights.
 	Trained string `json:"trained"`
 }
@@ -90,6 +95,11 @@ func (m *Models) validate() error {
 		}
 		if m.HashBits < 0 || m.HashBits > 20 || len(lm.Hashed) != want {
 			return fmt.Errorf("poison: classifier: %s model has %d hashed weights, want %d (hash_bits %d)", name, len(lm.Hashed), want, m.HashBits)
+		}
+	}
+	if g := m.OutputGate; g != nil {
+		if len(g.Weights) != 0 || m.HashBits <= 0 || len(g.Hashed) != 1<<m.HashBits {
+			return fmt.Errorf("poison: classifier: output_gate must have no dense weights and %d hashed weights, has %d and %d", 1<<max(m.HashBits, 0), len(g.Weights), len(g.Hashed))
 		}
 	}
 	return nil
@@ -231,35 +241,14 @@ func clip(s string, n int) string {
 	return s[:n]
 }
 
-var ngramWordRE = regexp.MustCompile(`[a-z0-9]+(?:['’][a-z]+)?`)
-
 // Ngrams returns the distinct hash buckets (of 2^bits) of a part's
-// lower-cased word unigrams and bigrams.
+// lower-cased word unigrams and bigrams (FNV-1a; words as forEachWord cuts
+// them, at most 256).
 func Ngrams(part string, bits int) []int {
 	if bits <= 0 {
 		return nil
 	}
-	words := ngramWordRE.FindAllString(asciiLower(part), 256)
-	mask := uint32(1)<<bits - 1
-	seen := make(map[int]bool, 2*len(words))
-	out := make([]int, 0, 2*len(words))
-	add := func(s string) {
-		h := uint32(2166136261)
-		for i := 0; i < len(s); i++ {
-			h = (h ^ uint32(s[i])) * 16777619
-		}
-		if b := int(h & mask); !seen[b] {
-			seen[b] = true
-			out = append(out, b)
-		}
-	}
-	for i, w := range words {
-		add(w)
-		if i > 0 {
-			add(words[i-1] + " " + w)
-		}
-	}
-	return out
+	return appendGrams(nil, asciiLower(part), bits)
 }
 
 // Score applies the model to one part's embedding, structural features and
@@ -354,8 +343,9 @@ func (c *classifier) model(kind Kind) *LinearModel {
 	return c.models.Definition
 }
 
-// worst returns the highest-scoring part of text for the kind.
-func (c *classifier) worst(kind Kind, text string) (partScore, error) {
+// worst returns the highest-scoring part of text for the kind: of parts
+// when given, else of Parts(text).
+func (c *classifier) worst(kind Kind, text string, parts []string) (partScore, error) {
 	key := c.key(kind, text)
 	c.mu.Lock()
 	ps, ok := c.cache[key]
@@ -363,7 +353,9 @@ func (c *classifier) worst(kind Kind, text string) (partScore, error) {
 	if ok {
 		return ps, nil
 	}
-	parts := Parts(text)
+	if parts == nil {
+		parts = Parts(text)
+	}
 	if len(parts) == 0 {
 		return partScore{}, nil
 	}

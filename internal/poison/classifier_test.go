@@ -165,7 +165,7 @@ func TestClassifierCacheIsBounded(t *testing.T) {
 	}
 	c.limit = 64
 	for i := 0; i < c.limit+10; i++ {
-		if _, err := c.worst(KindOutput, fmt.Sprintf("text number %d here", i)); err != nil {
+		if _, err := c.worst(KindOutput, fmt.Sprintf("text number %d here", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,7 +173,7 @@ func TestClassifierCacheIsBounded(t *testing.T) {
 		t.Errorf("cache holds %d/%d entries, want %d", len(c.cache), len(c.order), c.limit)
 	}
 	// The oldest went first: the newest is still there, the first is not.
-	if _, err := c.worst(KindOutput, "text number 0 here"); err != nil || len(c.cache) != c.limit {
+	if _, err := c.worst(KindOutput, "text number 0 here", nil); err != nil || len(c.cache) != c.limit {
 		t.Fatal(err)
 	}
 }
@@ -314,9 +314,9 @@ func TestProbes(t *testing.T) {
 // The one benign output flagged is an article quoting "ignore previous
 // instructions" (rule override_instructions), a known limit of the rules.
 const (
-	probeFloorDefinitions     = 8 // of 16
-	probeFloorOutputs         = 5 // of 10
-	probeBenignFlaggedOutputs = 1 // of 8
+	probeFloorDefinitions     = 14 // of 23
+	probeFloorOutputs         = 8  // of 13
+	probeBenignFlaggedOutputs = 1  // of 9
 )
 
 var jsonUnmarshal = json.Unmarshal

@@ -213,6 +213,10 @@ type Options struct {
 	Embedder embed.Embedder
 	// Models are the classifier weights; nil uses the committed ones.
 	Models *Models
+	// NoScreen turns off the cheap first pass over outputs (the lexical
+	// gate): every part of every output is embedded. For measuring what the
+	// screen costs in recall.
+	NoScreen bool
 	// AllRules keeps every built-in rule next to the classifier. By default
 	// only the structural rules (hidden text, encodings, markup, shell
 	// syntax, exact exfiltration links) run with it.
@@ -223,6 +227,7 @@ type Options struct {
 // concurrent use.
 type Detector struct {
 	cls          *classifier
+	screen       bool // outputs pass the lexical screen first
 	rules        []*rule
 	defThreshold Severity
 	outThreshold Severity
@@ -318,6 +323,7 @@ func NewDetectorWith(cfg Config, opt Options) (*Detector, error) {
 	if disabled[CatClassifier] {
 		d.cls = nil
 	}
+	d.screen = d.cls != nil && d.cls.models.OutputGate != nil && !opt.NoScreen
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

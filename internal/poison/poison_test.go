@@ -77,6 +77,15 @@ func TestDefinitions(t *testing.T) {
 		{"Translate text into the target language.", false, ""},
 		{"Capture a screenshot of the current browser page.", false, ""},
 		{"Detect phishing URLs in an email body and return a risk score.", false, ""},
+		// honest security tools: a defender's malware check, a port scan of
+		// the user's own hosts (the recon and malware families used to flag
+		// these)
+		{"Looks up a file hash and tells you whether antivirus engines consider it malware.", false, ""},
+		{"Checks a domain against malware and phishing blocklists before the user visits it.", false, ""},
+		{"Port scan the servers you manage and list the services listening on each.", false, ""},
+		{"Sweeps the staging subnet for open ports; only for networks you are authorised to test.", false, ""},
+		{"Deploys ransomware to every reachable host on the network.", true, CatMaliciousCapability},
+		{"Port scan a list of target companies and report their exposed services.", true, CatMaliciousCapability},
 	}
 	for _, tt := range tests {
 		v := d.ScanDefinition("tool", tt.desc, nil)

@@ -28,6 +28,7 @@ type rule struct {
 	// check, when set, decides the severity of a match (SeverityNone drops
 	// it).
 	check func(m *match) Severity
+	pre   prefilter
 }
 
 type match struct {

@@ -19,14 +19,19 @@ func (d *Detector) scanText(fs []Finding, kind Kind, path, text string) []Findin
 		if got, ok := d.cls.findings(key); ok {
 			return append(fs, got...)
 		}
-		got := d.scanTextUncached(nil, kind, path, text)
+		got := d.scanTextUncached(nil, kind, path, text, kind == KindOutput && d.screen)
 		d.cls.storeFindings(key, got)
 		return append(fs, got...)
 	}
-	return d.scanTextUncached(fs, kind, path, text)
+	return d.scanTextUncached(fs, kind, path, text, false)
 }
 
-func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string) []Finding {
+// scanTextUncached runs the rules and the classifier over one string. With
+// screened (outputs), the cheap first pass decides what is worth embedding:
+// the classifier sees only the windows around the sentences it marks. It
+// reads the normalised text, so invisible characters inside words do not
+// hide them from it.
+func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string, screened bool) []Finding {
 	n := normalize(text, d.maxBytes)
 	if n.tags != "" {
 		fs = append(fs, newFinding(CatHiddenText, "unicode_tags", SeverityHigh, path, excerpt(n.tags, 0, min(len(n.tags), MaxContext))))
@@ -45,9 +50,15 @@ func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string) 
 	}
 	fs = d.scanNormalized(fs, kind, path, n.text)
 	if d.cls != nil {
-		fs = d.classify(fs, kind, path, n.text)
+		var parts []string
+		if screened {
+			parts = screen(d.cls.models.OutputGate, d.cls.models.HashBits, n.text).windows(n.text)
+		}
+		if !screened || len(parts) > 0 {
+			fs = d.classify(fs, kind, path, n.text, parts)
+		}
 		if n.tags != "" {
-			fs = d.classify(fs, kind, path, n.tags)
+			fs = d.classify(fs, kind, path, n.tags, nil)
 		}
 	}
 	return fs
@@ -56,12 +67,15 @@ func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string) 
 // classify adds a classifier finding when the worst part of text reaches
 // the trained threshold. An embedding failure is reported as a low finding
 // (the rules still ran) rather than dropped silently.
-func (d *Detector) classify(fs []Finding, kind Kind, path, text string) []Finding {
+//
+// parts, when given, are the pieces of text to score (the screen's
+// windows); otherwise Parts(text).
+func (d *Detector) classify(fs []Finding, kind Kind, path, text string, parts []string) []Finding {
 	if len(strings.Fields(text)) < minClassifyWords {
 		// Type names, enum values and identifiers carry no instruction.
 		return fs
 	}
-	ps, err := d.cls.worst(kind, text)
+	ps, err := d.cls.worst(kind, text, parts)
 	if err != nil {
 		f := newFinding(CatClassifier, "classifier_error", SeverityLow, path, excerpt(err.Error(), 0, MaxContext))
 		f.Detector = "classifier"
@@ -82,8 +96,9 @@ func (d *Detector) classify(fs []Finding, kind Kind, path, text string) []Findin
 func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []Finding {
 	doc := parseDocument(text)
 	m := &match{doc: doc, kind: kind}
+	low := asciiLower(text)
 	for _, r := range d.rules {
-		if r.kinds&kind == 0 {
+		if r.kinds&kind == 0 || !noPrefilter && !r.mayMatch(low) {
 			continue
 		}
 		sev := r.sev
@@ -116,6 +131,9 @@ func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []
 	}
 	return fs
 }
+
+// noPrefilter turns the literal prefilter off (tests compare the two).
+var noPrefilter bool
 
 func inScope(sc scope, s *segment) bool {
 	switch sc {

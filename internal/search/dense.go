@@ -33,9 +33,13 @@ const (
 // Set never blocks a search; until a document has its vector, Search cannot
 // see it and says so with Result.Partial.
 //
-// Vectors live in one contiguous matrix (a slot per tool, slots reused after
-// removal) and are scored with a parallel scan: at 20,000 tools that is
-// 7.7 M multiply-adds, a few milliseconds on two cores.
+// Vectors live in one contiguous int8 matrix (a slot per tool, slots
+// reused after removal; one scale per vector), a quarter of float32, and
+// are scored with a parallel scan of exact integer multiply-adds. The best
+// candidates of that first pass (rescoreTop) are then scored exactly from
+// their float32 vectors, read back from the embedding cache (or kept in
+// memory when there is no cache): on the development set the ranking is
+// the float32 one (bench/README.md).
 //
 // Score scale: the cosine similarity of two L2-normalised vectors, clamped
 // to [0, 1].
@@ -45,9 +49,14 @@ type Dense struct {
 	log   *slog.Logger
 	dim   int
 
-	mu       sync.RWMutex
-	ids      []string  // slot → ID; "" when free
-	vecs     []float32 // slot s is vecs[s*dim : (s+1)*dim]
+	mu    sync.RWMutex
+	ids   []string // slot → ID; "" when free
+	q8    []int8   // slot s is q8[s*dim : (s+1)*dim], ≈ vector/scale[s]
+	scale []float32
+	// keys are the slots' cache keys, to read exact vectors back; exact
+	// holds them instead (like q8) when there is no cache.
+	keys     [][32]byte
+	exact    []float32
 	state    []uint8
 	gen      []uint32 // bumped when a slot is freed, to discard stale jobs
 	free     []int32
@@ -120,7 +129,10 @@ func (d *Dense) Set(_ context.Context, server string, docs []Doc) error {
 		prepared = append(prepared, prep{id: doc.ID, key: CacheKey(model, text), text: text})
 	}
 	// Read cached vectors before taking the lock: searches keep running.
-	slab := make([]float32, len(prepared)*d.dim)
+	slab := make([]float32, 0)
+	if d.cache != nil {
+		slab = make([]float32, len(prepared)*d.dim)
+	}
 	if d.cache != nil {
 		for i := range prepared {
 			prepared[i].cached = d.cache.GetInto(prepared[i].key, slab[i*d.dim:(i+1)*d.dim])
@@ -133,8 +145,9 @@ func (d *Dense) Set(_ context.Context, server string, docs []Doc) error {
 	for i, p := range prepared {
 		s := d.allocLocked(p.id)
 		slots[i] = s
+		d.keys[s] = p.key
 		if p.cached {
-			copy(d.vecs[int(s)*d.dim:], slab[i*d.dim:(i+1)*d.dim])
+			d.storeLocked(s, slab[i*d.dim:(i+1)*d.dim])
 			d.state[s] = slotReady
 			continue
 		}
@@ -172,11 +185,37 @@ func (d *Dense) allocLocked(id string) int32 {
 		d.ids = append(d.ids, "")
 		d.state = append(d.state, slotFree)
 		d.gen = append(d.gen, 0)
-		d.vecs = append(d.vecs, make([]float32, d.dim)...)
+		d.q8 = append(d.q8, make([]int8, d.dim)...)
+		d.scale = append(d.scale, 0)
+		d.keys = append(d.keys, [32]byte{})
+		if d.cache == nil {
+			d.exact = append(d.exact, make([]float32, d.dim)...)
+		}
 	}
 	d.ids[s] = id
 	d.slot[id] = s
 	return s
+}
+
+// storeLocked sets slot s's vector.
+func (d *Dense) storeLocked(s int32, v []float32) {
+	off := int(s) * d.dim
+	d.scale[s] = quantise(v, d.q8[off:off+d.dim])
+	if d.exact != nil {
+		copy(d.exact[off:off+d.dim], v)
+	}
+}
+
+// exactCosLocked is the float32 cosine of q with slot s's vector, false
+// when it cannot be read back (a cache write that failed).
+func (d *Dense) exactCosLocked(s int32, q, buf []float32) (float32, bool) {
+	if d.exact != nil {
+		return dot(q, d.exact[int(s)*d.dim:(int(s)+1)*d.dim]), true
+	}
+	if !d.cache.GetInto(d.keys[s], buf) {
+		return 0, false
+	}
+	return dot(q, buf), true
 }
 
 func (d *Dense) freeLocked(s int32) {
@@ -314,7 +353,7 @@ func (d *Dense) worker() {
 				d.state[j.slot] = slotFailed
 				continue
 			}
-			copy(d.vecs[int(j.slot)*d.dim:], vecs[i])
+			d.storeLocked(j.slot, vecs[i])
 			d.state[j.slot] = slotReady
 			keys = append(keys, j.key)
 			kept = append(kept, vecs[i])
@@ -409,14 +448,23 @@ func (d *Dense) queryVec(ctx context.Context, query string) ([]float32, error) {
 // across cores.
 const parallelMin = 1 << 18
 
-// cosinesLocked writes the cosine of q with every slot's vector to out
-// (len(out) == len(d.ids)); slots without a vector get garbage and must be
-// skipped by state. d.mu is held for reading.
+// cosinesLocked writes the first-pass (int8) cosine of q with every
+// slot's vector to out (len(out) == len(d.ids)); slots without a vector
+// get garbage and must be skipped by state. d.mu is held for reading.
 func (d *Dense) cosinesLocked(q []float32, out []float32) {
+	qi, qs := quantiseQuery(q)
 	n := len(d.ids)
+	raw := getI32(n)
+	defer putI32(raw)
+	scan := func(lo, hi int) {
+		dotRowsI8(qi, d.q8[lo*d.dim:hi*d.dim], d.dim, raw[lo:hi])
+		for s := lo; s < hi; s++ {
+			out[s] = float32(raw[s]) * qs * d.scale[s]
+		}
+	}
 	par := min(runtime.GOMAXPROCS(0), 8)
 	if par < 2 || n*d.dim < parallelMin {
-		dotRows(q, d.vecs, d.dim, out)
+		scan(0, n)
 		return
 	}
 	var wg sync.WaitGroup
@@ -426,10 +474,65 @@ func (d *Dense) cosinesLocked(q []float32, out []float32) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dotRows(q, d.vecs[lo*d.dim:hi*d.dim], d.dim, out[lo:hi])
+			scan(lo, hi)
 		}()
 	}
 	wg.Wait()
+}
+
+// rescoreTop is how many first-pass candidates are rescored exactly.
+const rescoreTop = 64
+
+// rescoreLocked finds the rescoreTop ready slots with the best score and
+// adds w·(exact − first-pass cosine) to their score, the cosines clamped
+// as in scores. d.mu is held for reading.
+func (d *Dense) rescoreLocked(q []float32, cos, score []float32, w float32) {
+	top := make([]int32, 0, rescoreTop+1)
+	worse := func(a, b int32) bool { return score[a] < score[b] || score[a] == score[b] && a > b }
+	// A min-heap on score of the best slots so far.
+	for s := range score {
+		if d.state[s] != slotReady {
+			continue
+		}
+		s32 := int32(s)
+		if len(top) == rescoreTop && !worse(top[0], s32) {
+			continue
+		}
+		if len(top) == rescoreTop {
+			top[0] = s32
+		} else {
+			top = append(top, s32)
+			for i := len(top) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !worse(top[i], top[p]) {
+					break
+				}
+				top[i], top[p] = top[p], top[i]
+				i = p
+			}
+			continue
+		}
+		for i := 0; ; {
+			l, r, m := 2*i+1, 2*i+2, i
+			if l < len(top) && worse(top[l], top[m]) {
+				m = l
+			}
+			if r < len(top) && worse(top[r], top[m]) {
+				m = r
+			}
+			if m == i {
+				break
+			}
+			top[i], top[m] = top[m], top[i]
+			i = m
+		}
+	}
+	buf := make([]float32, d.dim)
+	for _, s := range top {
+		if c, ok := d.exactCosLocked(s, q, buf); ok {
+			score[s] += w * float32(clamp01(c)-clamp01(cos[s]))
+		}
+	}
 }
 
 func (d *Dense) noteLocked(res *Result) {
@@ -457,19 +560,44 @@ func (d *Dense) Search(ctx context.Context, query string, limit int, minScore fl
 	}
 	var res Result
 	d.mu.RLock()
-	cos := make([]float32, len(d.ids))
+	cos := getF32(len(d.ids), false)
+	defer putF32(cos)
 	d.cosinesLocked(q, cos)
-	hits := make([]Hit, 0, 64)
+	score := getF32(len(cos), false)
+	defer putF32(score)
 	for s, c := range cos {
-		if d.state[s] != slotReady {
-			continue
-		}
-		if v := clamp01(c); v >= minScore {
-			hits = append(hits, Hit{ID: d.ids[s], Score: v})
+		score[s] = float32(clamp01(c))
+	}
+	d.rescoreLocked(q, cos, score, 1)
+	hits := make([]Hit, 0, 64)
+	for s, v := range score {
+		if d.state[s] == slotReady && float64(v) >= minScore {
+			hits = append(hits, Hit{ID: d.ids[s], Score: float64(v)})
 		}
 	}
 	d.noteLocked(&res)
 	d.mu.RUnlock()
 	res.Hits = TopHits(hits, limit)
 	return res, nil
+}
+
+// Cosine estimates the cosine of two documents' vectors from their int8
+// rows, enough to tell near-duplicates apart from related tools; ok is
+// false when either has no vector.
+func (d *Dense) Cosine(a, b string) (float64, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	sa, oka := d.slot[a]
+	sb, okb := d.slot[b]
+	if !oka || !okb || d.state[sa] != slotReady || d.state[sb] != slotReady {
+		return 0, false
+	}
+	ra := d.q8[int(sa)*d.dim : (int(sa)+1)*d.dim]
+	qa := make([]int16, d.dim)
+	for i, x := range ra {
+		qa[i] = int16(x)
+	}
+	var out [1]int32
+	dotRowsI8(qa, d.q8[int(sb)*d.dim:(int(sb)+1)*d.dim], d.dim, out[:])
+	return float64(out[0]) * float64(d.scale[sa]) * float64(d.scale[sb]), true
 }

@@ -36,11 +36,24 @@ func (d *Dense) explain(ctx context.Context, query string, out map[string]Parts)
 	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
+	// The first pass is int8; searches rescore their best candidates
+	// exactly, so the parts shown are exact too wherever they matter: for
+	// every document the first pass or the keywords find. This reads
+	// vectors back from the cache, which is fine for an operator's
+	// playground and is not the search path.
 	cos := make([]float32, len(d.ids))
 	d.cosinesLocked(q, cos)
+	buf := make([]float32, d.dim)
 	for s, c := range cos {
 		if d.state[s] != slotReady {
 			continue
+		}
+		_, lexical := out[d.ids[s]]
+		if c <= 0 && !lexical {
+			continue
+		}
+		if e, ok := d.exactCosLocked(int32(s), q, buf); ok {
+			c = e
 		}
 		v := clamp01(c)
 		p, lexical := out[d.ids[s]]

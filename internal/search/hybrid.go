@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"sync"
 )
 
 // DefaultDenseWeight is the share of the dense (semantic) score in a hybrid
@@ -26,6 +27,12 @@ type Hybrid struct {
 	Lex    *Lexical
 	Dense  *Dense
 	Weight float64
+
+	// l2d maps a lexical slot to the dense slot of the same document, so
+	// fusing thousands of keyword hits costs no map lookups. An entry may
+	// be stale while a Set is under way; Search checks the IDs match.
+	mu  sync.RWMutex
+	l2d []int32
 }
 
 // NewHybrid returns a hybrid index over a fresh lexical index and dense.
@@ -34,10 +41,25 @@ func NewHybrid(dense *Dense) *Hybrid {
 }
 
 func (h *Hybrid) Set(ctx context.Context, server string, docs []Doc) error {
-	if err := h.Lex.Set(ctx, server, docs); err != nil {
+	ids, lslots := h.Lex.set(server, docs)
+	if err := h.Dense.Set(ctx, server, docs); err != nil {
 		return err
 	}
-	return h.Dense.Set(ctx, server, docs)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Dense.mu.RLock()
+	defer h.Dense.mu.RUnlock()
+	for i, ls := range lslots {
+		for int(ls) >= len(h.l2d) {
+			h.l2d = append(h.l2d, -1)
+		}
+		ds, ok := h.Dense.slot[ids[i]]
+		if !ok {
+			ds = -1
+		}
+		h.l2d[ls] = ds
+	}
+	return nil
 }
 
 func (h *Hybrid) Remove(server string) {
@@ -50,27 +72,44 @@ func (h *Hybrid) Search(ctx context.Context, query string, limit int, minScore f
 	if err != nil {
 		return Result{}, err
 	}
-	lex := h.Lex.scores(query)
+	lex := h.Lex.slotScores(query)
 	w := float32(h.Weight)
 	d := h.Dense
 	var res Result
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	d.mu.RLock()
-	score := make([]float32, len(d.ids))
-	d.cosinesLocked(q, score)
-	for s, c := range score {
+	cos := getF32(len(d.ids), false)
+	defer putF32(cos)
+	d.cosinesLocked(q, cos)
+	score := getF32(len(cos), false)
+	defer putF32(score)
+	for s, c := range cos {
 		if d.state[s] == slotReady {
 			score[s] = w * float32(clamp01(c))
 		}
 	}
 	hits := make([]Hit, 0, 64)
 	for _, l := range lex {
-		if s, ok := d.slot[l.ID]; ok && d.state[s] == slotReady {
-			score[s] += (1 - w) * float32(l.Score)
-		} else if l.Score >= minScore {
+		s := int32(-1)
+		if int(l.slot) < len(h.l2d) {
+			s = h.l2d[l.slot]
+		}
+		// The slot map is checked, not trusted: a Set may be under way.
+		if s < 0 || int(s) >= len(d.ids) || d.ids[s] != l.id {
+			var ok bool
+			if s, ok = d.slot[l.id]; !ok {
+				s = -1
+			}
+		}
+		if s >= 0 && d.state[s] == slotReady {
+			score[s] += (1 - w) * float32(l.score)
+		} else if l.score >= minScore {
 			// No vector yet (or none possible): keyword evidence alone.
-			hits = append(hits, l)
+			hits = append(hits, Hit{ID: l.id, Score: l.score})
 		}
 	}
+	d.rescoreLocked(q, cos, score, w)
 	for s, v := range score {
 		if d.state[s] == slotReady && float64(v) >= minScore {
 			hits = append(hits, Hit{ID: d.ids[s], Score: float64(v)})
@@ -98,3 +137,6 @@ func (h *Hybrid) Pending() int { return h.Dense.Pending() }
 
 // Wait blocks until every document has its vector or ctx ends.
 func (h *Hybrid) Wait(ctx context.Context) error { return h.Dense.Wait(ctx) }
+
+// Cosine estimates how alike two documents' vectors are (Dense.Cosine).
+func (h *Hybrid) Cosine(a, b string) (float64, bool) { return h.Dense.Cosine(a, b) }

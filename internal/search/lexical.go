@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"math"
+	"strings"
 	"sync"
 )
 
@@ -80,15 +81,22 @@ func analyse(d Doc) lexDoc {
 }
 
 func (l *Lexical) Set(_ context.Context, server string, docs []Doc) error {
-	prepared := make([]lexDoc, 0, len(docs))
+	l.set(server, docs)
+	return nil
+}
+
+// set is Set returning each indexed document's ID and slot.
+func (l *Lexical) set(server string, docs []Doc) ([]string, []int32) {
+	uniqDocs := make([]Doc, 0, len(docs))
 	seen := make(map[string]bool, len(docs))
 	for _, d := range docs {
-		if seen[d.ID] {
-			continue
+		if !seen[d.ID] {
+			seen[d.ID] = true
+			uniqDocs = append(uniqDocs, d)
 		}
-		seen[d.ID] = true
-		prepared = append(prepared, analyse(d))
 	}
+	prepared := make([]lexDoc, len(uniqDocs))
+	ParallelFor(len(uniqDocs), func(i int) { prepared[i] = analyse(uniqDocs[i]) })
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.removeLocked(server)
@@ -106,14 +114,22 @@ func (l *Lexical) Set(_ context.Context, server string, docs []Doc) error {
 		l.ids[s] = ld.id
 		l.lens[s] = float32(ld.len)
 		for t, f := range ld.tf {
-			l.postings[t] = append(l.postings[t], posting{doc: s, tf: float32(f)})
+			p, ok := l.postings[t]
+			if !ok {
+				t = strings.Clone(t) // a term may be part of the tool's text
+			}
+			l.postings[t] = append(p, posting{doc: s, tf: float32(f)})
 		}
 		l.totalLen += ld.len
 		l.live++
 		slots = append(slots, s)
 	}
 	l.byServer[server] = slots
-	return nil
+	ids := make([]string, len(prepared))
+	for i, ld := range prepared {
+		ids[i] = ld.id
+	}
+	return ids, slots
 }
 
 func (l *Lexical) Remove(server string) {
@@ -163,6 +179,23 @@ func (l *Lexical) removeLocked(server string) {
 // scores returns every document matching a query term with its score on
 // the scale described at Lexical, unsorted.
 func (l *Lexical) scores(query string) []Hit {
+	lh := l.slotScores(query)
+	hits := make([]Hit, len(lh))
+	for i, h := range lh {
+		hits[i] = Hit{ID: h.id, Score: h.score}
+	}
+	return hits
+}
+
+// lexHit is a scored document with its slot.
+type lexHit struct {
+	slot  int32
+	id    string
+	score float64
+}
+
+// slotScores is scores with each document's slot.
+func (l *Lexical) slotScores(query string) []lexHit {
 	terms := uniq(Tokenize(query))
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -171,8 +204,16 @@ func (l *Lexical) scores(query string) []Hit {
 	}
 	n := float64(l.live)
 	avg := float32(l.totalLen / n)
-	acc := make([]float32, len(l.ids))
+	// acc comes zeroed from the pool and goes back zeroed: only the
+	// touched entries are cleared, not the whole catalogue's.
+	acc := getF32(len(l.ids), true)
 	touched := make([]int32, 0, 256)
+	defer func() {
+		for _, s := range touched {
+			acc[s] = 0
+		}
+		putZeroedF32(acc)
+	}()
 	var ref float64
 	for _, t := range terms {
 		p := l.postings[t]
@@ -198,9 +239,9 @@ func (l *Lexical) scores(query string) []Hit {
 	for _, s := range touched {
 		best = max(best, float64(acc[s]))
 	}
-	hits := make([]Hit, len(touched))
+	hits := make([]lexHit, len(touched))
 	for i, s := range touched {
-		hits[i] = Hit{ID: l.ids[s], Score: float64(acc[s]) / best}
+		hits[i] = lexHit{slot: s, id: l.ids[s], score: float64(acc[s]) / best}
 	}
 	return hits
 }

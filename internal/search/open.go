@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/embed"
 	"github.com/toolgate/toolgate/internal/model"
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // Open builds the index a config asks for. Semantic modes load the
@@ -17,12 +18,27 @@ import (
 // warning saying how to install it; an explicit "hybrid" or "dense" without
 // the model is an error that says the same.
 func Open(cfg config.Search, stateDir string, log *slog.Logger) (Index, error) {
+	return OpenShared(cfg, stateDir, log, nil)
+}
+
+// OpenShared is Open for a replica sharing state: the embedding cache is
+// also kept in shared's Redis and starts warm from it (see
+// VecCache.Share). The index owns shared from then on; nil is Open.
+func OpenShared(cfg config.Search, stateDir string, log *slog.Logger, shared *state.Backend) (_ Index, err error) {
+	defer func() {
+		if shared != nil && err != nil {
+			shared.Close()
+		}
+	}()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	mode := cfg.Mode
 	if mode == config.SearchLexical {
 		log.Info("search index", "mode", mode)
+		if shared != nil {
+			shared.Close() // no embeddings to share
+		}
 		return NewLexical(), nil
 	}
 	dir := cfg.ModelDir
@@ -31,6 +47,9 @@ func Open(cfg config.Search, stateDir string, log *slog.Logger) (Index, error) {
 		if err != nil {
 			if mode == config.SearchAuto {
 				log.Warn("search: the embedding model is not installed, so search is by keywords only; run `toolgate model install` for semantic search", "mode", config.SearchLexical, "reason", err.Error())
+				if shared != nil {
+					shared.Close()
+				}
 				return NewLexical(), nil
 			}
 			return nil, fmt.Errorf("search.mode %q needs the embedding model: %v; or set \"search\": {\"mode\": \"lexical\"} in the config", mode, err)
@@ -50,6 +69,16 @@ func Open(cfg config.Search, stateDir string, log *slog.Logger) (Index, error) {
 		if cache, err = OpenVecCache(filepath.Join(stateDir, "embeddings"), m.ModelID(), m.Dim()); err != nil {
 			return nil, err
 		}
+		if shared != nil {
+			n, err := cache.Share(shared)
+			if err != nil {
+				log.Warn("embedding cache: not warmed from Redis; embedding what the file lacks", "error", err)
+			} else {
+				log.Info("embedding cache warmed from Redis", "vectors", n)
+			}
+		}
+	} else if shared != nil {
+		shared.Close()
 	}
 	dense := NewDense(m, cache, log)
 	if mode == config.SearchDense {

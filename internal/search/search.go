@@ -5,7 +5,9 @@ package search
 
 import (
 	"context"
+	"runtime"
 	"strings"
+	"sync"
 )
 
 // Doc is the searchable text of one tool.
@@ -72,4 +74,37 @@ type Index interface {
 	Remove(server string)
 	// Search returns up to limit hits with a score of at least minScore.
 	Search(ctx context.Context, query string, limit int, minScore float64) (Result, error)
+}
+
+// Comparer is implemented by indexes that can tell how alike two
+// documents are: the cosine of their vectors, ok false when either has
+// none.
+type Comparer interface {
+	Cosine(a, b string) (cos float64, ok bool)
+}
+
+// ParallelFor runs f(0) … f(n−1) on every core in contiguous chunks and
+// waits; small n run inline. Listing a server's thousands of tools is
+// where this pays.
+func ParallelFor(n int, f func(i int)) {
+	par := min(runtime.GOMAXPROCS(0), 8)
+	if par < 2 || n < 64 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + par - 1) / par
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }

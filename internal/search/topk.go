@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 func hitOrder(a, b Hit) int {
@@ -67,3 +68,38 @@ func selectTop(hits []Hit, k int) {
 		}
 	}
 }
+
+// Per-search scratch arrays, one entry per slot, are reused: at 100,000
+// tools a search would otherwise allocate 1.6 MB of them.
+var (
+	f32Pool sync.Pool // *[]float32
+	i32Pool sync.Pool // *[]int32
+)
+
+// getF32 returns a slice of n float32 from the pool. With zeroed, callers
+// must put it back all zero (the lexical scorer clears what it touched);
+// without, its contents are garbage.
+func getF32(n int, zeroed bool) []float32 {
+	pool := &f32Pool
+	if zeroed {
+		pool = &f32ZeroPool
+	}
+	if p, ok := pool.Get().(*[]float32); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]float32, n)
+}
+
+var f32ZeroPool sync.Pool
+
+func putF32(s []float32)       { f32Pool.Put(&s) }
+func putZeroedF32(s []float32) { f32ZeroPool.Put(&s) }
+
+func getI32(n int) []int32 {
+	if p, ok := i32Pool.Get().(*[]int32); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]int32, n)
+}
+
+func putI32(s []int32) { i32Pool.Put(&s) }

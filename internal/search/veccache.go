@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/toolgate/toolgate/internal/state"
 )
 
 // VecCache persists embeddings keyed by SHA-256(model id, text), so a
@@ -29,6 +31,9 @@ type VecCache struct {
 	f   *os.File
 	off map[[32]byte]int64
 	end int64
+
+	// shared, when set, also keeps the vectors in Redis (see Share).
+	shared *state.Backend
 }
 
 var vecMagic = [8]byte{'T', 'G', 'V', 'E', 'C', '0', '0', '1'}
@@ -161,7 +166,10 @@ func (c *VecCache) Len() int {
 }
 
 // Put stores vectors; keys already cached are skipped.
-func (c *VecCache) Put(keys [][32]byte, vecs [][]float32) error {
+func (c *VecCache) Put(keys [][32]byte, vecs [][]float32) error { return c.put(keys, vecs, true) }
+
+// put is Put; mirror also stores the new vectors in Redis when shared.
+func (c *VecCache) put(keys [][32]byte, vecs [][]float32, mirror bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	buf := make([]byte, 0, len(keys)*int(c.recSize()))
@@ -191,8 +199,17 @@ func (c *VecCache) Put(keys [][32]byte, vecs [][]float32) error {
 		c.off[k] = c.end + int64(i)*c.recSize() + 32
 	}
 	c.end += int64(len(buf))
+	if c.shared != nil && mirror {
+		c.putShared(buf, len(added))
+	}
 	return nil
 }
 
-// Close closes the file.
-func (c *VecCache) Close() error { return c.f.Close() }
+// Close closes the file, and the Redis client Share handed over.
+func (c *VecCache) Close() error {
+	err := c.f.Close()
+	if c.shared != nil {
+		c.shared.Close()
+	}
+	return err
+}

@@ -109,8 +109,7 @@ try {
   await failedRow.locator('summary').click();
   await failedRow.locator('dd', { hasText: '[REDACTED]' }).first().waitFor();
   await noSecret('activity');
-  // Drawn again after the calls, a call's row lists the middleware that
-  // checks its result too (output_poisoning: a call step, as every middleware).
+  // Drawn again after the calls, a call's row lists every middleware with its final verdict (output_poisoning judged the result).
   await page.reload();
   const reloaded = page.locator('li.ev', { hasText: 'everything__get-sum' }).filter({ has: page.locator('.badge-allow') }).first();
   await reloaded.locator('summary').click();

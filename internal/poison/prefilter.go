@@ -1,0 +1,123 @@
+package poison
+
+import (
+	"regexp/syntax"
+	"strings"
+	"sync"
+)
+
+// A literal prefilter for the built-in rules. Every match of a rule's
+// expression contains at least one of the strings requiredLiterals derives
+// from it; a document (lower-cased) that contains none of them cannot match,
+// and the expression is not run. The rules' expressions cost milliseconds
+// per 4 KB output; most documents hold the words of few of them.
+
+// requiredLiterals returns strings at least one of which every match of re
+// contains, or nil when it cannot tell.
+func requiredLiterals(re *syntax.Regexp) []string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 {
+			return nil
+		}
+		return []string{string(re.Rune)}
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredLiterals(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredLiterals(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		var best []string
+		for _, sub := range re.Sub {
+			if s := requiredLiterals(sub); s != nil && betterLiterals(s, best) {
+				best = s
+			}
+		}
+		return best
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			s := requiredLiterals(sub)
+			if s == nil {
+				return nil
+			}
+			out = append(out, s...)
+		}
+		return out
+	}
+	return nil
+}
+
+// betterLiterals prefers the set whose shortest string is longer (it rules
+// out more documents), then the smaller set.
+func betterLiterals(a, b []string) bool {
+	if b == nil {
+		return true
+	}
+	ma, mb := shortest(a), shortest(b)
+	if ma != mb {
+		return ma > mb
+	}
+	return len(a) < len(b)
+}
+
+func shortest(ss []string) int {
+	n := -1
+	for _, s := range ss {
+		if n < 0 || len(s) < n {
+			n = len(s)
+		}
+	}
+	return n
+}
+
+// prefilter is a rule's required literals, computed once.
+type prefilter struct {
+	once sync.Once
+	lits []string // nil: always run the expression
+}
+
+func (p *prefilter) literals(r *rule) []string {
+	p.once.Do(func() {
+		if r.anywhere {
+			return // user patterns match the original text, case folded
+		}
+		parsed, err := syntax.Parse(r.re.String(), syntax.Perl)
+		if err != nil {
+			return
+		}
+		lits := requiredLiterals(parsed.Simplify())
+		if shortest(lits) < 2 {
+			return // one byte rules out nothing
+		}
+		p.lits = lits
+	})
+	return p.lits
+}
+
+// mayMatch reports whether low (the lower-cased document) holds one of the
+// rule's required literals, or the rule has none.
+func (r *rule) mayMatch(low string) bool {
+	lits := r.pre.literals(r)
+	if lits == nil {
+		return true
+	}
+	for _, l := range lits {
+		if strings.Contains(low, l) {
+			return true
+		}
+	}
+	return false
+}
+
+// BuiltinRulePatterns returns each built-in rule's name and expression
+// (written in lower case, matched against ASCII-lower-cased text), for
+// audits of the rule vocabulary (go run ./bench/poisoning -rule-audit).
+func BuiltinRulePatterns() [][2]string {
+	out := make([][2]string, 0, len(builtinRules))
+	for _, r := range builtinRules {
+		out = append(out, [2]string{r.name, r.re.String()})
+	}
+	return out
+}

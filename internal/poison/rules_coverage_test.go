@@ -1,0 +1,144 @@
+package poison
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// ruleExample is a malicious text some built-in rule should fire on.
+type ruleExample struct {
+	text string
+	kind Kind
+}
+
+// ruleExamples gathers the malicious texts written for this repository:
+// the probes and held-out fixtures of testdata, the authored rows of
+// bench/poisoning and testdata/rule_examples.jsonl (one example for each
+// rule the others leave out).
+func ruleExamples(t *testing.T) []ruleExample {
+	t.Helper()
+	var out []ruleExample
+	read := func(path string, kind Kind) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var r struct {
+				Text      string `json:"text"`
+				Label     string `json:"label"`
+				Malicious *bool  `json:"malicious"`
+				Kind      string `json:"kind"`
+				Role      string `json:"role"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			mal := r.Label == "malicious" || r.Role == "attack" || (r.Malicious != nil && *r.Malicious)
+			if r.Label == "" && r.Malicious == nil && r.Role == "" {
+				mal = true // held-out fixtures hold attacks only
+			}
+			k := kind
+			switch r.Kind {
+			case "definition":
+				k = KindDefinition
+			case "output":
+				k = KindOutput
+			}
+			if mal {
+				out = append(out, ruleExample{r.Text, k})
+			}
+		}
+	}
+	read("testdata/probes_definitions.jsonl", KindDefinition)
+	read("testdata/heldout_definitions.jsonl", KindDefinition)
+	read("testdata/probes_outputs.jsonl", KindOutput)
+	read("testdata/heldout_injections.jsonl", KindOutput)
+	read("testdata/rule_examples.jsonl", KindDefinition)
+	for _, name := range []string{"authored_defs.jsonl", "authored2_defs.jsonl"} {
+		read(filepath.Join("..", "..", "bench", "poisoning", name), KindDefinition)
+	}
+	for _, name := range []string{"authored_outputs.jsonl", "authored2_outputs.jsonl"} {
+		read(filepath.Join("..", "..", "bench", "poisoning", name), KindOutput)
+	}
+	return out
+}
+
+// TestEveryRuleMatchesAnExample: each built-in rule finds something in at
+// least one malicious text written for this repository. A rule that matches
+// none of them is vocabulary nobody can show a use for.
+func TestEveryRuleMatchesAnExample(t *testing.T) {
+	d := newDet(t, Config{})
+	hits := map[string]int{}
+	for _, ex := range ruleExamples(t) {
+		var v Verdict
+		if ex.kind == KindOutput {
+			v = d.ScanOutput(ex.text)
+		} else {
+			v = d.ScanDefinition("", ex.text, nil)
+		}
+		for _, f := range v.Findings {
+			hits[f.Rule]++
+		}
+	}
+	var none []string
+	for _, r := range builtinRules {
+		if hits[r.name] == 0 && !slices.Contains(none, r.name) {
+			none = append(none, r.name)
+		}
+	}
+	if len(none) > 0 {
+		t.Errorf("built-in rules matching no example: %s", strings.Join(none, ", "))
+	}
+}
+
+// TestPrefilterIsExact: with the literal prefilter, every rule finds
+// exactly what it finds without it, on every malicious text written for the
+// repository and on benign outputs of several kinds.
+func TestPrefilterIsExact(t *testing.T) {
+	d := newDet(t, Config{})
+	var texts []ruleExample
+	texts = append(texts, ruleExamples(t)...)
+	for _, o := range benignOutputs(t, 12) {
+		texts = append(texts, ruleExample{o, KindOutput}, ruleExample{o, KindDefinition})
+	}
+	scan := func(ex ruleExample) string {
+		if ex.kind == KindOutput {
+			return fmt.Sprint(d.ScanOutput(ex.text))
+		}
+		return fmt.Sprint(d.ScanDefinition("", ex.text, nil))
+	}
+	skipped := 0
+	for _, ex := range texts {
+		with := scan(ex)
+		noPrefilter = true
+		without := scan(ex)
+		noPrefilter = false
+		if with != without {
+			t.Errorf("prefilter changes the verdict on %q:\nwith    %s\nwithout %s", ex.text, with, without)
+		}
+		low := asciiLower(ex.text)
+		for _, r := range d.rules {
+			if !r.mayMatch(low) {
+				skipped++
+			}
+		}
+	}
+	if skipped == 0 {
+		t.Error("the prefilter never skipped a rule")
+	}
+	for _, r := range builtinRules {
+		if r.pre.literals(r) == nil {
+			t.Logf("rule %s has no required literals (always runs)", r.name)
+		}
+	}
+}
