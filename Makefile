@@ -24,7 +24,7 @@ build:
 
 # The npm MCP servers used by the example config and the end-to-end tests,
 # pinned in package-lock.json, and the embedding model for semantic search.
-deps: node_modules/.installed model redis-server
+deps: node_modules/.installed model
 # redis-server for the shared-state tests (internal/state, test/e2e): they
 # start private instances. Installed from Debian when missing and root;
 # otherwise those tests fail naming the install command.
@@ -70,14 +70,14 @@ run: build deps
 run-stdio: build deps
 	$(BIN) serve --config $(CONFIG)
 
-test: deps chromium
+test: deps redis-server chromium
 	$(GO) vet ./...
 	TOOLGATE_REQUIRE_MODEL=1 $(GO) test -race -count=1 -timeout 25m ./...
 
 unit:
 	$(GO) test -race -short ./...
 
-e2e: deps chromium
+e2e: deps redis-server chromium
 	$(GO) test -race -count=1 -timeout 25m ./test/e2e/...
 
 lint:

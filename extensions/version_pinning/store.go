@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -372,7 +373,12 @@ func (s *Store) currentShared(now bool) (*File, error) {
 func (s *Store) updateShared(fn func(f *File) (bool, error)) error {
 	ctx := context.Background()
 	k := s.sharedKey()
-	for range 20 {
+	for attempt := range 50 {
+		if attempt > 0 {
+			// Writers that lost a transaction back off for a random,
+			// growing while, so one busy writer cannot starve the others.
+			time.Sleep(time.Duration(rand.Int64N(int64(min(attempt, 10)) * int64(time.Millisecond))))
+		}
 		var out *File
 		var own error // fn's or the document's own error, not Redis'
 		err := s.shared.Client.Watch(ctx, func(tx *redis.Tx) error {

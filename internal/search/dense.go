@@ -341,8 +341,23 @@ func (d *Dense) worker() {
 			// text fails the same way on retry.
 			d.log.Error("embedding tools failed; they are searchable by keyword only", "tools", len(batch), "error", err)
 		}
-		keys := make([][32]byte, 0, len(batch))
-		kept := make([][]float32, 0, len(batch))
+		// The vectors go to the cache before their slots are ready: a
+		// search rescores its best candidates exactly from the cache, so a
+		// ready slot must be readable there. A vector cached for a slot
+		// removed meanwhile costs nothing (the cache is keyed by content).
+		if d.cache != nil && err == nil {
+			keys := make([][32]byte, 0, len(batch))
+			kept := make([][]float32, 0, len(batch))
+			for i, j := range batch {
+				if len(vecs[i]) == d.dim {
+					keys = append(keys, j.key)
+					kept = append(kept, vecs[i])
+				}
+			}
+			if err := d.cache.Put(keys, kept); err != nil {
+				d.log.Warn("embedding cache write failed; these tools are ranked by their int8 vectors only", "error", err)
+			}
+		}
 		d.mu.Lock()
 		for i, j := range batch {
 			if d.gen[j.slot] != j.gen || d.state[j.slot] != slotPending {
@@ -355,8 +370,6 @@ func (d *Dense) worker() {
 			}
 			d.storeLocked(j.slot, vecs[i])
 			d.state[j.slot] = slotReady
-			keys = append(keys, j.key)
-			kept = append(kept, vecs[i])
 		}
 		d.done += len(batch)
 		done, remaining := d.done, d.pending
@@ -364,11 +377,6 @@ func (d *Dense) worker() {
 			d.idle.Broadcast()
 		}
 		d.mu.Unlock()
-		if d.cache != nil && len(keys) > 0 {
-			if err := d.cache.Put(keys, kept); err != nil {
-				d.log.Warn("embedding cache write failed; vectors are kept in memory", "error", err)
-			}
-		}
 		if time.Since(lastLog) > 2*time.Second || (remaining == 0 && done > embedBatch) {
 			elapsed := time.Since(start).Seconds()
 			rate := float64(done) / max(elapsed, 0.001)

@@ -32,7 +32,7 @@ import (
 )
 
 // InstallHint is what to run when redis-server is missing.
-const InstallHint = "apt-get install redis-server (or `make deps` as root)"
+const InstallHint = "apt-get install redis-server (or `make redis-server` as root)"
 
 // Server is a running redis-server.
 type Server struct {
