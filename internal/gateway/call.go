@@ -188,9 +188,11 @@ func (r *Refusal) Answer() (mcp.Result, error) {
 // (check, before the call path), then the call path, and records the
 // refusal, if any, exactly once.
 func (g *Gateway) runCall(ctx context.Context, req *extension.CallRequest, opts *callOpts, check func() *Refusal) (*extension.CallResult, *Refusal) {
-	// The middleware's steps go with the call's events to the event stream
-	// (the console shows them).
-	ctx = pipeline.WithTrace(ctx)
+	// The middleware's steps go with the call's events to an observer (the
+	// console shows them); without one, nothing is traced.
+	if g.observer.Load() != nil {
+		ctx = pipeline.WithTrace(ctx)
+	}
 	var res *extension.CallResult
 	r := check()
 	if r == nil {
