@@ -66,6 +66,7 @@ func main() {
 	stateDir := flag.String("state-dir", "", "state folder with the embedding cache (default: a temporary folder per run; set it to keep vectors between runs)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of index build and searches to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile after the last search to this file")
+	flag.StringVar(&restartProfilePath, "restart-cpuprofile", "", "write a CPU profile of the warm restart alone to this file (without -cpuprofile)")
 	flag.StringVar(&showMisses, "misses", "", "print the queries of this source (or \"all\") that miss a relevant group in the top 5, with the top 5")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -371,6 +372,10 @@ func (rc *runConfig) run() error {
 		return nil
 	})
 	runtime.GC()
+	stopProfile, err := startRestartProfile()
+	if err != nil {
+		return err
+	}
 	t3, c3 := time.Now(), cpuTime()
 	g, load, err = rc.open(ctx, stateDir)
 	if err != nil {
@@ -390,6 +395,7 @@ func (rc *runConfig) run() error {
 		return err
 	}
 	warm, warmCPU := time.Since(t3), cpuTime()-c3
+	stopProfile()
 	if note != "" || len(res) == 0 {
 		return fmt.Errorf("warm restart: search answered %d results with note %q", len(res), note)
 	}
@@ -400,6 +406,25 @@ func (rc *runConfig) run() error {
 	}
 	rc.out.gateway, g = g, nil
 	return nil
+}
+
+var restartProfilePath string
+
+// startRestartProfile starts the -restart-cpuprofile profile, if asked for;
+// the returned function stops it.
+func startRestartProfile() (func(), error) {
+	if restartProfilePath == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(restartProfilePath)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func writeMemProfile() error {

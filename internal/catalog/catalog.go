@@ -158,10 +158,31 @@ func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) (
 	c.update.Lock()
 	defer c.update.Unlock()
 	lim := c.limits
-	defs, rejected, err := Admit(server, defs, lim)
+	if lim.PerServer > 0 && len(defs) > lim.PerServer {
+		return nil, &TooManyError{Server: server, Listed: len(defs), Key: KeyPerServer, Limit: lim.PerServer}
+	}
+	// Each input schema is encoded once, in parallel, and serves the size
+	// limit, the store and the definition hash: encoding them was most of
+	// a warm restart's CPU at 20,000 tools.
+	schemas := make([]json.RawMessage, len(defs))
+	search.ParallelFor(len(defs), func(i int) {
+		if defs[i] != nil {
+			schemas[i] = extension.CanonicalJSON(defs[i].InputSchema)
+		}
+	})
+	admitted, rejected, err := admit(server, defs, lim, schemas)
 	if err != nil {
 		return nil, err
 	}
+	// admit keeps the order of defs: pair each admitted one with its schema.
+	kept := schemas[:0]
+	for i, j := 0, 0; i < len(defs) && j < len(admitted); i++ {
+		if defs[i] == admitted[j] {
+			kept = append(kept, schemas[i])
+			j++
+		}
+	}
+	defs, schemas = admitted, kept
 	if lim.Total > 0 {
 		c.mu.RLock()
 		total := len(c.tools) - len(c.servers[server]) + len(defs)
@@ -185,8 +206,7 @@ func (c *Catalog) Update(ctx context.Context, server string, defs []*mcp.Tool) (
 	}
 	preps := make([]prep, len(defs))
 	search.ParallelFor(len(defs), func(i int) {
-		d := defs[i]
-		schema := extension.CanonicalJSON(d.InputSchema)
+		d, schema := defs[i], schemas[i]
 		r, err := c.st.put(d, schema)
 		if err != nil {
 			preps[i].err = err

@@ -62,13 +62,21 @@ type Rejected struct {
 // and, for the rest, why. Names are checked the way Update checks them
 // (missing, duplicate, ambiguous qualified name).
 func Admit(server string, defs []*mcp.Tool, l Limits) ([]*mcp.Tool, []Rejected, error) {
+	return admit(server, defs, l, nil)
+}
+
+// admit is Admit for a caller that has already encoded each definition's
+// input schema (schemas[i] for defs[i], as CanonicalJSON encodes it): the
+// schema, the largest part of a definition, is then not encoded again
+// just to be measured. nil schemas means encode them here.
+func admit(server string, defs []*mcp.Tool, l Limits, schemas []json.RawMessage) ([]*mcp.Tool, []Rejected, error) {
 	if l.PerServer > 0 && len(defs) > l.PerServer {
 		return nil, nil, &TooManyError{Server: server, Listed: len(defs), Key: KeyPerServer, Limit: l.PerServer}
 	}
 	kept := make([]*mcp.Tool, 0, len(defs))
 	var out []Rejected
 	seen := make(map[string]bool, len(defs))
-	for _, d := range defs {
+	for i, d := range defs {
 		if d == nil || d.Name == "" {
 			out = append(out, Rejected{Tool: "", Rule: "catalog", Reason: "a tool without a name"})
 			continue
@@ -88,7 +96,11 @@ func Admit(server string, defs []*mcp.Tool, l Limits) ([]*mcp.Tool, []Rejected, 
 			continue
 		}
 		seen[d.Name] = true
-		if r, bad := oversized(d, l); bad {
+		var schema json.RawMessage
+		if schemas != nil {
+			schema = schemas[i]
+		}
+		if r, bad := oversized(d, l, schema); bad {
 			out = append(out, r)
 			continue
 		}
@@ -97,7 +109,9 @@ func Admit(server string, defs []*mcp.Tool, l Limits) ([]*mcp.Tool, []Rejected, 
 	return kept, out, nil
 }
 
-func oversized(d *mcp.Tool, l Limits) (Rejected, bool) {
+// oversized checks d's sizes; schema, when not nil, is d's input schema
+// already encoded.
+func oversized(d *mcp.Tool, l Limits, schema json.RawMessage) (Rejected, bool) {
 	if l.DescriptionBytes > 0 {
 		for _, f := range []struct{ what, v string }{{"description", d.Description}, {"title", d.Title}} {
 			if len(f.v) > l.DescriptionBytes {
@@ -111,8 +125,16 @@ func oversized(d *mcp.Tool, l Limits) (Rejected, bool) {
 			what string
 			v    any
 		}{{"input schema", d.InputSchema}, {"output schema", d.OutputSchema}, {"annotations", d.Annotations}, {"_meta", d.Meta}}
-		for _, p := range parts {
-			n, err := jsonSize(p.v)
+		for i, p := range parts {
+			var n int
+			var err error
+			// CanonicalJSON says "null" for a schema it cannot encode:
+			// measure that one again, so the rejection says why.
+			if i == 0 && schema != nil && (d.InputSchema == nil || string(schema) != "null") {
+				n = len(schema)
+			} else {
+				n, err = jsonSize(p.v)
+			}
 			if err != nil {
 				return Rejected{Tool: d.Name, Rule: "catalog", Reason: fmt.Sprintf("its %s cannot be encoded as JSON", p.what)}, true
 			}

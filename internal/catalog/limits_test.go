@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/search"
 )
 
@@ -170,5 +172,47 @@ func TestUpdateSkipsOversized(t *testing.T) {
 	}
 	if _, ok := c.Lookup("s__small"); !ok {
 		t.Fatal("the server's other tool was dropped")
+	}
+}
+
+// Update measures each input schema once and stores it with the right
+// tool: with tools rejected before and between the kept ones, every kept
+// tool gets its own schema and hash, an oversized schema is refused by its
+// size, and one that cannot be encoded is refused saying so.
+func TestUpdateSchemaSizesPairWithTools(t *testing.T) {
+	ctx := context.Background()
+	c := New(search.NewLexical())
+	c.SetLimits(Limits{SchemaBytes: 150})
+	schemaOf := func(p string) map[string]any {
+		return map[string]any{"type": "object", "properties": map[string]any{p: map[string]any{"type": "string"}}}
+	}
+	defs := []*mcp.Tool{
+		{Name: "big", InputSchema: map[string]any{"type": "object", "description": strings.Repeat("s", 200)}},
+		{Name: "first", InputSchema: schemaOf("alpha")},
+		{Name: ""},
+		{Name: "broken", InputSchema: map[string]any{"type": "object", "default": math.Inf(1)}},
+		{Name: "second", InputSchema: schemaOf("beta")},
+		{Name: "first", InputSchema: schemaOf("gamma")},
+		{Name: "third", InputSchema: schemaOf("delta")},
+	}
+	_, err := c.Update(ctx, "srv", defs)
+	if err == nil || !strings.Contains(err.Error(), `tool "big" (its input schema is`) || !strings.Contains(err.Error(), `tool "broken" (its input schema cannot be encoded as JSON)`) {
+		t.Fatalf("Update error %v, want big refused by size and broken as unencodable", err)
+	}
+	for name, prop := range map[string]string{"first": "alpha", "second": "beta", "third": "delta"} {
+		tool, ok := c.Lookup(Qualify("srv", name))
+		if !ok {
+			t.Fatalf("%s not kept", name)
+		}
+		want := &mcp.Tool{Name: name, InputSchema: schemaOf(prop)}
+		if got := tool.Def(); !strings.Contains(string(extension.CanonicalJSON(got.InputSchema)), `"`+prop+`"`) {
+			t.Errorf("%s stored with schema %v, want the one with %s", name, got.InputSchema, prop)
+		}
+		if tool.Hash != DefinitionHash(want) {
+			t.Errorf("%s: hash %s, want %s", name, tool.Hash, DefinitionHash(want))
+		}
+	}
+	if c.Len() != 3 {
+		t.Errorf("catalogue holds %d tools, want 3", c.Len())
 	}
 }
