@@ -195,7 +195,9 @@ func (rc *runConfig) open(ctx context.Context, stateDir string) (*gateway.Gatewa
 		if err != nil {
 			return nil, 0, err
 		}
-		idx = search.NewHybrid(search.NewDense(rc.emb, cache, nil))
+		h := search.NewHybrid(search.NewDense(rc.emb, cache, nil))
+		h.Lex.Persist(filepath.Join(stateDir, search.LexicalCacheFile))
+		idx = h
 	} else if idx, err = search.Open(scfg, stateDir, slog.New(slog.DiscardHandler)); err != nil {
 		return nil, 0, err
 	}

@@ -121,13 +121,17 @@ func (h *Hybrid) Search(ctx context.Context, query string, limit int, minScore f
 	return res, nil
 }
 
-// Close stops the dense indexer and closes its cache.
+// Close stops the dense indexer and closes its cache, and writes the
+// lexical index's cache file (Lexical.Persist).
 func (h *Hybrid) Close() error {
 	err := h.Dense.Close()
 	if h.Dense.cache != nil {
 		if cerr := h.Dense.cache.Close(); err == nil {
 			err = cerr
 		}
+	}
+	if lerr := h.Lex.Close(); err == nil {
+		err = lerr
 	}
 	return err
 }

@@ -44,6 +44,10 @@ type Lexical struct {
 	postings map[string][]posting
 	totalLen float64
 	live     int
+	// hashes is each server's docsHash, for the cache file; cache is nil
+	// without Persist.
+	hashes map[string][32]byte
+	cache  *lexCache
 }
 
 type posting struct {
@@ -53,20 +57,24 @@ type posting struct {
 
 // NewLexical returns an empty lexical index.
 func NewLexical() *Lexical {
-	return &Lexical{byServer: map[string][]int32{}, postings: map[string][]posting{}}
+	return &Lexical{byServer: map[string][]int32{}, postings: map[string][]posting{}, hashes: map[string][32]byte{}}
 }
 
+// lexDoc is an analysed document: its distinct terms with their weighted
+// frequencies (tfs[i] for terms[i]) and its weighted length.
 type lexDoc struct {
-	id  string
-	tf  map[string]float64
-	len float64
+	id    string
+	terms []string
+	tfs   []float32
+	len   float64
 }
 
 func analyse(d Doc) lexDoc {
-	ld := lexDoc{id: d.ID, tf: map[string]float64{}}
+	ld := lexDoc{id: d.ID}
+	tf := map[string]float64{}
 	add := func(text string, w float64) {
 		for _, t := range Tokenize(text) {
-			ld.tf[t] += w
+			tf[t] += w
 			ld.len += w
 		}
 	}
@@ -76,6 +84,12 @@ func analyse(d Doc) lexDoc {
 	for _, p := range d.Params {
 		add(p.Name, paramWeight)
 		add(p.Description, paramWeight)
+	}
+	ld.terms = make([]string, 0, len(tf))
+	ld.tfs = make([]float32, 0, len(tf))
+	for t, f := range tf {
+		ld.terms = append(ld.terms, t)
+		ld.tfs = append(ld.tfs, float32(f))
 	}
 	return ld
 }
@@ -95,8 +109,16 @@ func (l *Lexical) set(server string, docs []Doc) ([]string, []int32) {
 			uniqDocs = append(uniqDocs, d)
 		}
 	}
-	prepared := make([]lexDoc, len(uniqDocs))
-	ParallelFor(len(uniqDocs), func(i int) { prepared[i] = analyse(uniqDocs[i]) })
+	var hash [32]byte
+	var prepared []lexDoc
+	if l.cache != nil {
+		hash = docsHash(uniqDocs)
+		prepared, _ = l.cache.take(server, uniqDocs, hash)
+	}
+	if prepared == nil {
+		prepared = make([]lexDoc, len(uniqDocs))
+		ParallelFor(len(uniqDocs), func(i int) { prepared[i] = analyse(uniqDocs[i]) })
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.removeLocked(server)
@@ -113,18 +135,21 @@ func (l *Lexical) set(server string, docs []Doc) ([]string, []int32) {
 		}
 		l.ids[s] = ld.id
 		l.lens[s] = float32(ld.len)
-		for t, f := range ld.tf {
+		for i, t := range ld.terms {
 			p, ok := l.postings[t]
 			if !ok {
 				t = strings.Clone(t) // a term may be part of the tool's text
 			}
-			l.postings[t] = append(p, posting{doc: s, tf: float32(f)})
+			l.postings[t] = append(p, posting{doc: s, tf: ld.tfs[i]})
 		}
 		l.totalLen += ld.len
 		l.live++
 		slots = append(slots, s)
 	}
 	l.byServer[server] = slots
+	if l.cache != nil {
+		l.hashes[server] = hash
+	}
 	ids := make([]string, len(prepared))
 	for i, ld := range prepared {
 		ids[i] = ld.id
@@ -144,6 +169,7 @@ func (l *Lexical) removeLocked(server string) {
 		return
 	}
 	delete(l.byServer, server)
+	delete(l.hashes, server)
 	if len(slots) == 0 {
 		return
 	}

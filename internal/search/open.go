@@ -39,7 +39,7 @@ func OpenShared(cfg config.Search, stateDir string, log *slog.Logger, shared *st
 		if shared != nil {
 			shared.Close() // no embeddings to share
 		}
-		return NewLexical(), nil
+		return newLexicalIn(stateDir), nil
 	}
 	dir := cfg.ModelDir
 	if dir == "" {
@@ -50,7 +50,7 @@ func OpenShared(cfg config.Search, stateDir string, log *slog.Logger, shared *st
 				if shared != nil {
 					shared.Close()
 				}
-				return NewLexical(), nil
+				return newLexicalIn(stateDir), nil
 			}
 			return nil, fmt.Errorf("search.mode %q needs the embedding model: %v; or set \"search\": {\"mode\": \"lexical\"} in the config", mode, err)
 		}
@@ -85,10 +85,26 @@ func OpenShared(cfg config.Search, stateDir string, log *slog.Logger, shared *st
 		return &closingDense{dense}, nil
 	}
 	h := NewHybrid(dense)
+	if stateDir != "" {
+		h.Lex.Persist(filepath.Join(stateDir, LexicalCacheFile))
+	}
 	if cfg.DenseWeight != nil {
 		h.Weight = *cfg.DenseWeight
 	}
 	return h, nil
+}
+
+// LexicalCacheFile is the lexical index's cache file in the state folder
+// (Lexical.Persist).
+const LexicalCacheFile = "lexical.cache"
+
+// newLexicalIn is NewLexical keeping its cache in stateDir, if any.
+func newLexicalIn(stateDir string) *Lexical {
+	l := NewLexical()
+	if stateDir != "" {
+		l.Persist(filepath.Join(stateDir, LexicalCacheFile))
+	}
+	return l
 }
 
 // closingDense closes the cache with the index.
