@@ -102,6 +102,10 @@ func (c *lexCache) take(server string, docs []Doc, hash [32]byte) ([]lexDoc, boo
 	c.mu.Lock()
 	e, ok := c.loaded[server]
 	delete(c.loaded, server)
+	dict := c.terms
+	if len(c.loaded) == 0 {
+		c.terms = nil // every entry used: let the dictionary go
+	}
 	c.mu.Unlock()
 	if !ok || e.Hash != hash || len(e.Docs) != len(docs) {
 		return nil, false
@@ -110,7 +114,7 @@ func (c *lexCache) take(server string, docs []Doc, hash [32]byte) ([]lexDoc, boo
 	for i, cd := range e.Docs {
 		terms := make([]string, len(cd.Terms))
 		for j, t := range cd.Terms {
-			terms[j] = c.terms[t]
+			terms[j] = dict[t]
 		}
 		out[i] = lexDoc{id: docs[i].ID, len: cd.Len, terms: terms, tfs: cd.TFs}
 	}
