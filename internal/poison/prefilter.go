@@ -2,6 +2,7 @@ package poison
 
 import (
 	"regexp/syntax"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -109,6 +110,91 @@ func (r *rule) mayMatch(low string) bool {
 		}
 	}
 	return false
+}
+
+// segIndex narrows the prefilter from the document to its segments: a rule
+// runs on a segment only when one of its literals lies inside that segment,
+// since every match in a segment contains one. Most documents hold a
+// rule's words somewhere (a "to", a "your") but in few of their sentences,
+// and the expressions cost per segment. Each literal's occurrences are
+// found once per document, whichever rules share it.
+type segIndex struct {
+	low  string
+	segs []segment
+	// ordered: segments are disjoint byte ranges of low in increasing
+	// order, so an occurrence belongs to at most one, found by binary
+	// search. parseDocument builds them so; otherwise each segment is
+	// searched on its own.
+	ordered bool
+	memo    map[string][]int // literal -> indexes of the segments holding it
+	marks   []bool
+}
+
+func newSegIndex(low string, segs []segment) *segIndex {
+	x := &segIndex{low: low, segs: segs, ordered: true, memo: map[string][]int{}, marks: make([]bool, len(segs))}
+	end := 0
+	for i := range segs {
+		s := &segs[i]
+		if s.start < end || s.start+len(s.text) > len(low) || low[s.start:s.start+len(s.text)] != s.text {
+			x.ordered = false
+			break
+		}
+		end = s.start + len(s.text)
+	}
+	return x
+}
+
+// holding returns the indexes of the segments that contain lit.
+func (x *segIndex) holding(lit string) []int {
+	if got, ok := x.memo[lit]; ok {
+		return got
+	}
+	var out []int
+	if !x.ordered {
+		for i := range x.segs {
+			if strings.Contains(x.segs[i].text, lit) {
+				out = append(out, i)
+			}
+		}
+	} else {
+		for off := 0; ; {
+			j := strings.Index(x.low[off:], lit)
+			if j < 0 {
+				break
+			}
+			p := off + j
+			off = p + 1
+			// The last segment starting at or before p.
+			i := sort.Search(len(x.segs), func(i int) bool { return x.segs[i].start > p }) - 1
+			if i < 0 || p+len(lit) > x.segs[i].start+len(x.segs[i].text) {
+				continue // between segments, or across a boundary
+			}
+			if len(out) == 0 || out[len(out)-1] != i {
+				out = append(out, i)
+			}
+			// Later occurrences in the same segment add nothing.
+			off = max(off, x.segs[i].start+len(x.segs[i].text))
+		}
+	}
+	x.memo[lit] = out
+	return out
+}
+
+// candidates returns, for each segment, whether rule r may match in it, or
+// nil when r has no required literals (it runs everywhere). The slice is
+// reused by the next call.
+func (x *segIndex) candidates(r *rule) []bool {
+	lits := r.pre.literals(r)
+	if lits == nil {
+		return nil
+	}
+	clear(x.marks)
+	for _, l := range lits {
+		for _, i := range x.holding(l) {
+			x.marks[i] = true
+		}
+	}
+	return x.marks
 }
 
 // BuiltinRulePatterns returns each built-in rule's name and expression
