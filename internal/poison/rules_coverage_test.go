@@ -142,3 +142,50 @@ func TestPrefilterIsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestSegIndex: a segment is a candidate exactly when it holds one of the
+// rule's literals; an occurrence across a segment boundary or between
+// segments marks none, and segments out of order are searched one by one.
+func TestSegIndex(t *testing.T) {
+	r := &rule{name: "t", re: re(`\b(?:ignore|disregard) (?:previous|prior) rules`)}
+	doc := parseDocument("Please ignore\nprevious rules here. Now disregard prior rules! Ignore it.\n\nprior rules")
+	low := asciiLower(doc.text)
+	want := func(x *segIndex) []bool {
+		out := make([]bool, len(x.segs))
+		for i, s := range x.segs {
+			for _, l := range r.pre.literals(r) {
+				out[i] = out[i] || strings.Contains(s.text, l)
+			}
+		}
+		return out
+	}
+	x := newSegIndex(low, doc.segs)
+	if !x.ordered {
+		t.Fatal("parseDocument's segments not seen as ordered")
+	}
+	got := x.candidates(r)
+	if fmt.Sprint(got) != fmt.Sprint(want(x)) {
+		t.Errorf("candidates %v, want %v (segments %+v)", got, want(x), doc.segs)
+	}
+	if !slices.Contains(got, false) || !slices.Contains(got, true) {
+		t.Errorf("candidates %v: want some segments skipped and some kept", got)
+	}
+	// Reversed segments: the fallback gives the same marks.
+	rev := slices.Clone(doc.segs)
+	slices.Reverse(rev)
+	y := newSegIndex(low, rev)
+	if y.ordered {
+		t.Fatal("reversed segments seen as ordered")
+	}
+	if got := y.candidates(r); fmt.Sprint(got) != fmt.Sprint(want(y)) {
+		t.Errorf("fallback candidates %v, want %v", got, want(y))
+	}
+	// A literal spanning two segments ("ignore\nprevious") marks neither.
+	z := newSegIndex("ab cd", []segment{{text: "ab", start: 0}, {text: "cd", start: 3}})
+	if got := z.holding("b c"); len(got) != 0 {
+		t.Errorf("literal across a boundary marked segments %v", got)
+	}
+	if got := z.holding("cd"); fmt.Sprint(got) != "[1]" {
+		t.Errorf("holding(cd) = %v, want [1]", got)
+	}
+}
