@@ -127,6 +127,7 @@ type segIndex struct {
 	// searched on its own.
 	ordered bool
 	memo    map[string][]int // literal -> indexes of the segments holding it
+	byLit   [][]int          // built-in literal id -> the same, filled by index
 	marks   []bool
 }
 
@@ -146,6 +147,14 @@ func newSegIndex(low string, segs []segment) *segIndex {
 
 // holding returns the indexes of the segments that contain lit.
 func (x *segIndex) holding(lit string) []int {
+	if x.ordered {
+		if x.byLit == nil {
+			x.index()
+		}
+		if id, ok := builtinLiterals().ids[lit]; ok {
+			return x.byLit[id]
+		}
+	}
 	if got, ok := x.memo[lit]; ok {
 		return got
 	}
@@ -179,6 +188,134 @@ func (x *segIndex) holding(lit string) []int {
 	x.memo[lit] = out
 	return out
 }
+
+// index finds the segments holding each built-in literal in one pass over
+// the document (ordered segments only).
+func (x *segIndex) index() {
+	sc := builtinLiterals()
+	x.byLit = make([][]int, len(sc.lens))
+	k := 0
+	sc.scan(x.low, func(id, end int) {
+		// The segment holding the occurrence, if any, is the first one
+		// ending at or after its end; ends only grow.
+		for k < len(x.segs) && x.segs[k].start+len(x.segs[k].text) < end {
+			k++
+		}
+		if k == len(x.segs) || end-sc.lens[id] < x.segs[k].start {
+			return
+		}
+		if l := x.byLit[id]; len(l) == 0 || l[len(l)-1] != k {
+			x.byLit[id] = append(l, k)
+		}
+	})
+}
+
+// litScanner finds every occurrence of a fixed set of literals, overlapping
+// ones included, in one pass: an Aho-Corasick automaton compiled to a
+// transition table over the bytes the literals use. (Searching for each of
+// the built-in rules' ~700 literals in turn cost more than the rules'
+// expressions did once restricted to the segments holding them.)
+type litScanner struct {
+	ids   map[string]int
+	lens  []int
+	class [256]uint16 // byte -> column; 0 for bytes no literal holds
+	ncls  int
+	delta []int32   // state*ncls + class -> next state
+	out   [][]int32 // ids of the literals ending at a state, suffixes included
+}
+
+func newLitScanner(lits []string) *litScanner {
+	s := &litScanner{ids: map[string]int{}, ncls: 1}
+	var uniq []string
+	for _, l := range lits {
+		if _, ok := s.ids[l]; ok || l == "" {
+			continue
+		}
+		s.ids[l] = len(uniq)
+		s.lens = append(s.lens, len(l))
+		uniq = append(uniq, l)
+		for i := 0; i < len(l); i++ {
+			if s.class[l[i]] == 0 {
+				s.class[l[i]] = uint16(s.ncls)
+				s.ncls++
+			}
+		}
+	}
+	var trie [][]int32
+	newState := func() int32 {
+		row := make([]int32, s.ncls)
+		for i := range row {
+			row[i] = -1
+		}
+		trie = append(trie, row)
+		s.out = append(s.out, nil)
+		return int32(len(trie) - 1)
+	}
+	newState() // the root, 0
+	for id, l := range uniq {
+		st := int32(0)
+		for i := 0; i < len(l); i++ {
+			c := s.class[l[i]]
+			if trie[st][c] < 0 {
+				n := newState()
+				trie[st][c] = n
+			}
+			st = trie[st][c]
+		}
+		s.out[st] = append(s.out[st], int32(id))
+	}
+	// Breadth first, so a state's fallback (a shallower state) is complete
+	// before the state is.
+	fail := make([]int32, len(trie))
+	var queue []int32
+	for c := range s.ncls {
+		if n := trie[0][c]; n > 0 {
+			queue = append(queue, n)
+		} else {
+			trie[0][c] = 0
+		}
+	}
+	for len(queue) > 0 {
+		st := queue[0]
+		queue = queue[1:]
+		s.out[st] = append(s.out[st], s.out[fail[st]]...)
+		for c := range s.ncls {
+			if n := trie[st][c]; n >= 0 {
+				fail[n] = trie[fail[st]][c]
+				queue = append(queue, n)
+			} else {
+				trie[st][c] = trie[fail[st]][c]
+			}
+		}
+	}
+	s.delta = make([]int32, 0, len(trie)*s.ncls)
+	for _, row := range trie {
+		s.delta = append(s.delta, row...)
+	}
+	return s
+}
+
+// scan calls hit with the literal's id and the offset just past it, for
+// every occurrence, in order of end offset.
+func (s *litScanner) scan(text string, hit func(id, end int)) {
+	st := int32(0)
+	for i := 0; i < len(text); i++ {
+		st = s.delta[int(st)*s.ncls+int(s.class[text[i]])]
+		for _, id := range s.out[st] {
+			hit(int(id), i+1)
+		}
+	}
+}
+
+// builtinLiterals is the scanner over every built-in rule's required
+// literals, built on first use.
+var builtinLiterals = sync.OnceValue(func() *litScanner {
+	var lits []string
+	for _, r := range builtinRules {
+		lits = append(lits, r.pre.literals(r)...)
+	}
+	return newLitScanner(lits)
+})
 
 // candidates returns, for each segment, whether rule r may match in it, or
 // nil when r has no required literals (it runs everywhere). The slice is

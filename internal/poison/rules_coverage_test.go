@@ -189,3 +189,52 @@ func TestSegIndex(t *testing.T) {
 		t.Errorf("holding(cd) = %v, want [1]", got)
 	}
 }
+
+// TestLitScanner: the one-pass scanner finds every occurrence, overlapping
+// and nested ones included, that searching for each literal finds; and on
+// real documents it marks the same segments as searching each segment.
+func TestLitScanner(t *testing.T) {
+	lits := []string{"he", "she", "his", "hers", "e", "ushers", "“quoted”", "a\nb"}
+	sc := newLitScanner(append(lits, "he", ""))
+	for _, text := range []string{"ushers", "ahishers", "sheshe", "", "xyz", "“quoted” a\nb hhe", "hehehe"} {
+		var got, want []string
+		sc.scan(text, func(id, end int) { got = append(got, fmt.Sprint(lits[id], "@", end)) })
+		for end := 1; end <= len(text); end++ {
+			for _, l := range lits {
+				if strings.HasSuffix(text[:end], l) {
+					want = append(want, fmt.Sprint(l, "@", end))
+				}
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("scan(%q) = %q, want %q", text, got, want)
+		}
+	}
+
+	var texts []string
+	for _, ex := range ruleExamples(t) {
+		texts = append(texts, ex.text)
+	}
+	texts = append(texts, benignOutputs(t, 12)...)
+	sc = builtinLiterals()
+	for _, text := range texts {
+		doc := parseDocument(text)
+		x := newSegIndex(asciiLower(text), doc.segs)
+		if !x.ordered {
+			t.Fatalf("segments of %q not ordered", text)
+		}
+		for lit := range sc.ids {
+			var want []int
+			for i, s := range doc.segs {
+				if strings.Contains(s.text, lit) {
+					want = append(want, i)
+				}
+			}
+			if got := x.holding(lit); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("segments holding %q in %q: %v, want %v", lit, text, got, want)
+			}
+		}
+	}
+}
