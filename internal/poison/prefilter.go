@@ -73,13 +73,42 @@ func shortest(ss []string) int {
 	return n
 }
 
-// prefilter is a rule's required literals, computed once.
-type prefilter struct {
-	once sync.Once
-	lits []string // nil: always run the expression
+// requiredSets returns sets of strings such that every match of re
+// contains one string of each set, or nil when it cannot tell. The parts of
+// a concatenation are all required, so each gives a set: "send ... data ...
+// to" needs a verb, a noun and "to" in the same segment, where
+// requiredLiterals keeps only the most selective part.
+func requiredSets(re *syntax.Regexp) [][]string {
+	switch re.Op {
+	case syntax.OpConcat:
+		var out [][]string
+		for _, sub := range re.Sub {
+			out = append(out, requiredSets(sub)...)
+		}
+		return out
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredSets(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredSets(re.Sub[0])
+		}
+		return nil
+	}
+	if l := requiredLiterals(re); l != nil {
+		return [][]string{l}
+	}
+	return nil
 }
 
-func (p *prefilter) literals(r *rule) []string {
+// prefilter is a rule's required literal sets, computed once.
+type prefilter struct {
+	once sync.Once
+	sets [][]string // nil: always run the expression
+}
+
+// literalSets returns sets such that every match of the rule holds one
+// literal of each set; nil when it has none.
+func (p *prefilter) literalSets(r *rule) [][]string {
 	p.once.Do(func() {
 		if r.anywhere {
 			return // user patterns match the original text, case folded
@@ -88,28 +117,31 @@ func (p *prefilter) literals(r *rule) []string {
 		if err != nil {
 			return
 		}
-		lits := requiredLiterals(parsed.Simplify())
-		if shortest(lits) < 2 {
-			return // one byte rules out nothing
+		for _, set := range requiredSets(parsed.Simplify()) {
+			if shortest(set) >= 2 { // one byte rules out nothing
+				p.sets = append(p.sets, set)
+			}
 		}
-		p.lits = lits
 	})
-	return p.lits
+	return p.sets
 }
 
-// mayMatch reports whether low (the lower-cased document) holds one of the
-// rule's required literals, or the rule has none.
+// mayMatch reports whether low (the lower-cased document) holds a literal
+// of each of the rule's required sets, or the rule has none.
 func (r *rule) mayMatch(low string) bool {
-	lits := r.pre.literals(r)
-	if lits == nil {
-		return true
-	}
-	for _, l := range lits {
-		if strings.Contains(low, l) {
-			return true
+	for _, set := range r.pre.literalSets(r) {
+		found := false
+		for _, l := range set {
+			if strings.Contains(low, l) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // segIndex narrows the prefilter from the document to its segments: a rule
@@ -129,10 +161,11 @@ type segIndex struct {
 	memo    map[string][]int // literal -> indexes of the segments holding it
 	byLit   [][]int          // built-in literal id -> the same, filled by index
 	marks   []bool
+	set     []bool // scratch for candidates
 }
 
 func newSegIndex(low string, segs []segment) *segIndex {
-	x := &segIndex{low: low, segs: segs, ordered: true, memo: map[string][]int{}, marks: make([]bool, len(segs))}
+	x := &segIndex{low: low, segs: segs, ordered: true, memo: map[string][]int{}, marks: make([]bool, len(segs)), set: make([]bool, len(segs))}
 	end := 0
 	for i := range segs {
 		s := &segs[i]
@@ -312,23 +345,34 @@ func (s *litScanner) scan(text string, hit func(id, end int)) {
 var builtinLiterals = sync.OnceValue(func() *litScanner {
 	var lits []string
 	for _, r := range builtinRules {
-		lits = append(lits, r.pre.literals(r)...)
+		for _, set := range r.pre.literalSets(r) {
+			lits = append(lits, set...)
+		}
 	}
 	return newLitScanner(lits)
 })
 
-// candidates returns, for each segment, whether rule r may match in it, or
-// nil when r has no required literals (it runs everywhere). The slice is
-// reused by the next call.
+// candidates returns, for each segment, whether rule r may match in it (it
+// holds a literal of each of r's sets), or nil when r has no required
+// literals (it runs everywhere). The slice is reused by the next call.
 func (x *segIndex) candidates(r *rule) []bool {
-	lits := r.pre.literals(r)
-	if lits == nil {
+	sets := r.pre.literalSets(r)
+	if sets == nil {
 		return nil
 	}
-	clear(x.marks)
-	for _, l := range lits {
-		for _, i := range x.holding(l) {
-			x.marks[i] = true
+	for k, set := range sets {
+		clear(x.set)
+		for _, l := range set {
+			for _, i := range x.holding(l) {
+				x.set[i] = true
+			}
+		}
+		if k == 0 {
+			copy(x.marks, x.set)
+			continue
+		}
+		for i, ok := range x.set {
+			x.marks[i] = x.marks[i] && ok
 		}
 	}
 	return x.marks

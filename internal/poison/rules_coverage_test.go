@@ -137,7 +137,7 @@ func TestPrefilterIsExact(t *testing.T) {
 		t.Error("the prefilter never skipped a rule")
 	}
 	for _, r := range builtinRules {
-		if r.pre.literals(r) == nil {
+		if r.pre.literalSets(r) == nil {
 			t.Logf("rule %s has no required literals (always runs)", r.name)
 		}
 	}
@@ -153,8 +153,13 @@ func TestSegIndex(t *testing.T) {
 	want := func(x *segIndex) []bool {
 		out := make([]bool, len(x.segs))
 		for i, s := range x.segs {
-			for _, l := range r.pre.literals(r) {
-				out[i] = out[i] || strings.Contains(s.text, l)
+			out[i] = true
+			for _, set := range r.pre.literalSets(r) {
+				holds := false
+				for _, l := range set {
+					holds = holds || strings.Contains(s.text, l)
+				}
+				out[i] = out[i] && holds
 			}
 		}
 		return out
