@@ -2,9 +2,11 @@ package poison
 
 import (
 	"regexp/syntax"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // A literal prefilter for the built-in rules. Every match of a rule's
@@ -100,10 +102,102 @@ func requiredSets(re *syntax.Regexp) [][]string {
 	return nil
 }
 
-// prefilter is a rule's required literal sets, computed once.
+// minLen returns the fewest bytes a match of re spans.
+func minLen(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			n += runeBytes(r)
+		}
+		if re.Flags&syntax.FoldCase != 0 {
+			return min(n, len(re.Rune)) // a fold may be shorter in UTF-8
+		}
+		return n
+	case syntax.OpCharClass:
+		if len(re.Rune) == 0 {
+			return 0
+		}
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if re.Rune[i] <= utf8.RuneError && utf8.RuneError <= re.Rune[i+1] {
+				return 1 // an invalid byte matches U+FFFD
+			}
+		}
+		return runeBytes(re.Rune[0]) // ranges are sorted
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture, syntax.OpPlus:
+		return minLen(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min * minLen(re.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, sub := range re.Sub {
+			n += minLen(sub)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := -1
+		for _, sub := range re.Sub {
+			if m := minLen(sub); n < 0 || m < n {
+				n = m
+			}
+		}
+		return max(n, 0)
+	}
+	return 0
+}
+
+// runeBytes is the fewest bytes of text r matches: an invalid byte of the
+// text reads as U+FFFD.
+func runeBytes(r rune) int {
+	if r == utf8.RuneError {
+		return 1
+	}
+	return max(utf8.RuneLen(r), 1)
+}
+
+// needsNonASCII reports whether every match of re holds a byte above 0x7f
+// (the homoglyph rule's Cyrillic and Greek letters): a pure ASCII segment,
+// most of them, cannot match.
+func needsNonASCII(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 {
+			return false
+		}
+		for _, r := range re.Rune {
+			if r >= utf8.RuneSelf {
+				return true
+			}
+		}
+	case syntax.OpCharClass:
+		return len(re.Rune) > 0 && re.Rune[0] >= utf8.RuneSelf
+	case syntax.OpCapture, syntax.OpPlus:
+		return needsNonASCII(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min >= 1 && needsNonASCII(re.Sub[0])
+	case syntax.OpConcat:
+		return slices.ContainsFunc(re.Sub, needsNonASCII)
+	case syntax.OpAlternate:
+		return len(re.Sub) > 0 && !slices.ContainsFunc(re.Sub, func(s *syntax.Regexp) bool { return !needsNonASCII(s) })
+	}
+	return false
+}
+
+// prefilter is what every match of a rule needs, computed once.
 type prefilter struct {
-	once sync.Once
-	sets [][]string // nil: always run the expression
+	once     sync.Once
+	sets     [][]string // nil: always run the expression
+	minLen   int        // bytes
+	nonASCII bool       // a byte above 0x7f
+}
+
+// fits reports whether a segment is long enough for a match of the rule
+// and holds a non-ASCII byte when a match needs one.
+func (p *prefilter) fits(r *rule, s *segment, x *segIndex, i int) bool {
+	p.literalSets(r)
+	return len(s.text) >= p.minLen && (!p.nonASCII || x.nonASCII[i])
 }
 
 // literalSets returns sets such that every match of the rule holds one
@@ -117,7 +211,9 @@ func (p *prefilter) literalSets(r *rule) [][]string {
 		if err != nil {
 			return
 		}
-		for _, set := range requiredSets(parsed.Simplify()) {
+		parsed = parsed.Simplify()
+		p.minLen, p.nonASCII = minLen(parsed), needsNonASCII(parsed)
+		for _, set := range requiredSets(parsed) {
 			if shortest(set) >= 2 { // one byte rules out nothing
 				p.sets = append(p.sets, set)
 			}
@@ -162,16 +258,21 @@ type segIndex struct {
 	byLit   [][]int          // built-in literal id -> the same, filled by index
 	marks   []bool
 	set     []bool // scratch for candidates
+	// nonASCII[i]: segment i holds a byte above 0x7f.
+	nonASCII []bool
 }
 
 func newSegIndex(low string, segs []segment) *segIndex {
 	x := &segIndex{low: low, segs: segs, ordered: true, memo: map[string][]int{}, marks: make([]bool, len(segs)), set: make([]bool, len(segs))}
+	x.nonASCII = make([]bool, len(segs))
 	end := 0
 	for i := range segs {
 		s := &segs[i]
-		if s.start < end || s.start+len(s.text) > len(low) || low[s.start:s.start+len(s.text)] != s.text {
+		for j := 0; j < len(s.text) && !x.nonASCII[i]; j++ {
+			x.nonASCII[i] = s.text[j] >= utf8.RuneSelf
+		}
+		if x.ordered && (s.start < end || s.start+len(s.text) > len(low) || low[s.start:s.start+len(s.text)] != s.text) {
 			x.ordered = false
-			break
 		}
 		end = s.start + len(s.text)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"testing"
@@ -239,6 +241,49 @@ func TestLitScanner(t *testing.T) {
 			}
 			if got := x.holding(lit); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("segments holding %q in %q: %v, want %v", lit, text, got, want)
+			}
+		}
+	}
+}
+
+// TestMatchNeeds: a match is never shorter than minLen says, and holds a
+// non-ASCII byte when needsNonASCII says so, invalid UTF-8 (read as U+FFFD)
+// included; the structural rules get the gates that spare most segments.
+func TestMatchNeeds(t *testing.T) {
+	patterns := []string{`[\x{80}-\x{10FFFF}]{2}`, `\x{FFFD}x`, `[\p{Cyrillic}\p{Greek}]`, `é|e`, `(?:ab){3,}c?`, `[^a-z]{3}`, `(?i)kk`}
+	texts := []string{"\xff\xfe", "\xffx", "a\xd0\xb0b", "e", "ababab", "\xff\xff\xff", "\u212a\u212a", "é", "kK"}
+	for _, p := range patterns {
+		parsed, err := syntax.Parse(p, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = parsed.Simplify()
+		n, na := minLen(parsed), needsNonASCII(parsed)
+		rx := regexp.MustCompile(p)
+		for _, text := range texts {
+			loc := rx.FindStringIndex(text)
+			if loc == nil {
+				continue
+			}
+			m := text[loc[0]:loc[1]]
+			if len(m) < n {
+				t.Errorf("%s matches %q (%d bytes) but minLen is %d", p, m, len(m), n)
+			}
+			if na && !slices.ContainsFunc([]byte(m), func(b byte) bool { return b >= 0x80 }) {
+				t.Errorf("%s matches ASCII %q but needsNonASCII", p, m)
+			}
+		}
+	}
+	gates := map[string]func(p *prefilter) bool{
+		"homoglyph":   func(p *prefilter) bool { return p.nonASCII },
+		"base64_blob": func(p *prefilter) bool { return p.minLen >= 100 },
+		"hex_blob":    func(p *prefilter) bool { return p.minLen >= 64 },
+	}
+	for _, r := range builtinRules {
+		if gate, ok := gates[r.name]; ok {
+			r.pre.literalSets(r)
+			if !gate(&r.pre) {
+				t.Errorf("rule %s: minLen %d, nonASCII %v", r.name, r.pre.minLen, r.pre.nonASCII)
 			}
 		}
 	}

@@ -115,7 +115,7 @@ func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []
 		}
 		for i := range doc.segs {
 			s := &doc.segs[i]
-			if cand != nil && !cand[i] {
+			if cand != nil && !cand[i] || !noPrefilter && !r.anywhere && !r.pre.fits(r, s, x, i) {
 				continue
 			}
 			if kind == KindOutput && !r.anywhere && !inScope(r.scope, s) {
