@@ -288,3 +288,40 @@ func TestMatchNeeds(t *testing.T) {
 		}
 	}
 }
+
+// codeLineRE is what looksLikeCode tested before it was split in two.
+var codeLineRE = regexp.MustCompile(`^(#include|import |from \S+ import|def |class |return\b|var |let |const |func |package |public |private |static |if \(|for \(|while \(|} ?else|//|/\*|\*/|#!|@\w+\(|print\(|console\.)|[;{}]\s*$|^[\w.\[\]]+\s*(=|\+=|-=)\s*\S|^\s*[})\]]`)
+
+// TestTextScannersMatchRegexps: looksLikeCode and words give what the
+// regular expressions they replace give, on every fixture line and on
+// edge cases (trailing whitespace, invalid UTF-8, digits, apostrophes).
+func TestTextScannersMatchRegexps(t *testing.T) {
+	lines := []string{"", " ", "x = 1", "a;", "a; \t", "a;\v", "}", "  }", "{ \n", "foo(bar) {", "return", "returned", "if (x)",
+		"l'été 3x don't '' 'quoted'", "a\xffb\xc3", "Ünïcödé wörds²³ ½", "x1 1x _a", "\xe2\x80\x99smart’quote"}
+	for _, ex := range ruleExamples(t) {
+		lines = append(lines, strings.Split(ex.text, "\n")...)
+	}
+	for _, o := range benignOutputs(t, 12) {
+		lines = append(lines, strings.Split(o, "\n")...)
+	}
+	for _, l := range lines {
+		for _, s := range []string{l, strings.TrimSpace(l)} {
+			old := codeLineRE.MatchString(s) || func() bool {
+				sym := 0
+				for _, c := range s {
+					switch c {
+					case '(', ')', '[', ']', '{', '}', '=', ';', '<', '>', '_':
+						sym++
+					}
+				}
+				return sym*8 > len(s) && len(s) > 8
+			}()
+			if got := looksLikeCode(s); got != old {
+				t.Errorf("looksLikeCode(%q) = %v, the expression says %v", s, got, old)
+			}
+			if got, want := words(s), wordRE.FindAllString(s, -1); !slices.Equal(got, want) {
+				t.Errorf("words(%q) = %q, want %q", s, got, want)
+			}
+		}
+	}
+}
