@@ -297,7 +297,7 @@ var codeLineRE = regexp.MustCompile(`^(#include|import |from \S+ import|def |cla
 // edge cases (trailing whitespace, invalid UTF-8, digits, apostrophes).
 func TestTextScannersMatchRegexps(t *testing.T) {
 	lines := []string{"", " ", "x = 1", "a;", "a; \t", "a;\v", "}", "  }", "{ \n", "foo(bar) {", "return", "returned", "if (x)",
-		"l'été 3x don't '' 'quoted'", "a\xffb\xc3", "Ünïcödé wörds²³ ½", "x1 1x _a", "\xe2\x80\x99smart’quote"}
+		"l'été 3x don't '' 'quoted'", "a\xffb\xc3", "Ünïcödé wörds²³ ½", "x1 1x _a", "  )", "\t]x", "\v}", "x += 1", "@dec(", "Import x", "*/", "#!/bin/sh", "\xe2\x80\x99smart’quote"}
 	for _, ex := range ruleExamples(t) {
 		lines = append(lines, strings.Split(ex.text, "\n")...)
 	}

@@ -253,8 +253,22 @@ func endsLikeCode(line string) bool {
 	return t != "" && strings.IndexByte(";{}", t[len(t)-1]) >= 0
 }
 
+// mayStartCode is false when codeStartRE cannot match: its branches need
+// one of these first bytes, an '=', or a closing bracket after leading
+// space. Most prose lines fail all three and skip the expression.
+func mayStartCode(line string) bool {
+	if line == "" {
+		return false
+	}
+	if strings.IndexByte("#ifdcrvlpsw}/*@", line[0]) >= 0 || strings.IndexByte(line, '=') >= 0 {
+		return true
+	}
+	t := strings.TrimLeft(line, "\t\n\f\r ")
+	return t != "" && strings.IndexByte("})]", t[0]) >= 0
+}
+
 func looksLikeCode(line string) bool {
-	if endsLikeCode(line) || codeStartRE.MatchString(line) {
+	if endsLikeCode(line) || mayStartCode(line) && codeStartRE.MatchString(line) {
 		return true
 	}
 	// Dense punctuation typical of code: calls, indexing, operators.
