@@ -95,8 +95,8 @@ var outputRules = []*rule{
 			if !s.standalone || s.table {
 				return SeverityNone
 			}
-			words := len(wordRE.FindAllString(s.text, -1))
-			if words < 4 || words > 40 || len(contentWords(s.text)) < 2 {
+			nw := len(words(s.text))
+			if nw < 4 || nw > 40 || len(contentWords(s.text)) < 2 {
 				return SeverityNone
 			}
 			// Quoted text is material, not the writer talking.

@@ -2,6 +2,7 @@ package poison
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -96,10 +97,17 @@ func (d *Detector) classify(fs []Finding, kind Kind, path, text string, parts []
 func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []Finding {
 	doc := parseDocument(text)
 	m := &match{doc: doc, kind: kind}
-	low := asciiLower(text)
+	x := newSegIndex(asciiLower(text), doc.segs)
 	for _, r := range d.rules {
-		if r.kinds&kind == 0 || !noPrefilter && !r.mayMatch(low) {
+		if r.kinds&kind == 0 {
 			continue
+		}
+		var cand []bool
+		if !noPrefilter {
+			cand = x.candidates(r)
+			if cand != nil && !slices.Contains(cand, true) {
+				continue
+			}
 		}
 		sev := r.sev
 		if kind == KindOutput && r.outSev != SeverityNone {
@@ -107,6 +115,9 @@ func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []
 		}
 		for i := range doc.segs {
 			s := &doc.segs[i]
+			if cand != nil && !cand[i] || !noPrefilter && !r.anywhere && !r.pre.fits(r, s, x, i) {
+				continue
+			}
 			if kind == KindOutput && !r.anywhere && !inScope(r.scope, s) {
 				continue
 			}
