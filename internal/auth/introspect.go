@@ -114,20 +114,5 @@ func (v *introspector) claims(c map[string]any) (*extension.Principal, error) {
 			return nil, invalid("token expired")
 		}
 	}
-	if c["nbf"] != nil {
-		nbf, ok := numericDate(c["nbf"])
-		if !ok || nbf.After(now.Add(Leeway)) {
-			return nil, invalid("token not valid yet")
-		}
-	}
-	sub, _ := c["sub"].(string)
-	if sub == "" {
-		return nil, invalid("no sub in the introspection answer")
-	}
-	return &extension.Principal{
-		Subject: sub, Issuer: v.cfg.Issuer,
-		Groups: stringList(c[v.cfg.GroupsClaim]),
-		Scopes: scopes(c),
-		Claims: c,
-	}, nil
+	return principal(c, now, v.cfg)
 }

@@ -167,6 +167,12 @@ func (v *oidcVerifier) claims(payload []byte) (*extension.Principal, error) {
 	if now.After(exp.Add(Leeway)) {
 		return nil, invalid("token expired")
 	}
+	return principal(c, now, v.cfg)
+}
+
+// principal finishes the checks a JWT's claims and an introspection
+// answer share (nbf, sub) and builds the caller's principal from them.
+func principal(c map[string]any, now time.Time, cfg *config.OIDC) (*extension.Principal, error) {
 	if c["nbf"] != nil {
 		nbf, ok := numericDate(c["nbf"])
 		if !ok {
@@ -181,8 +187,8 @@ func (v *oidcVerifier) claims(payload []byte) (*extension.Principal, error) {
 		return nil, invalid("no sub claim")
 	}
 	return &extension.Principal{
-		Subject: sub, Issuer: v.cfg.Issuer,
-		Groups: stringList(c[v.cfg.GroupsClaim]),
+		Subject: sub, Issuer: cfg.Issuer,
+		Groups: stringList(c[cfg.GroupsClaim]),
 		Scopes: scopes(c),
 		Claims: c,
 	}, nil
