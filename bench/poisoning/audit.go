@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 	"regexp"
-	"regexp/syntax"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/poison"
@@ -16,89 +16,76 @@ type auditText struct {
 	dev bool // a development row (the rules were written against these)
 }
 
-// ruleAudit lists, for every branch of every alternation inside each
-// built-in rule's expression, the texts on which removing that branch
-// changes whether the expression matches (a whole-text match on the
-// lower-cased text: an approximation of the per-sentence scan, good enough
-// to find vocabulary nobody uses). It prints the branches that match no text
-// at all and those that only one or two development rows need.
+// ruleAudit lists, for every branch of the rule files (a line of an
+// expression, with the groups it opens), the texts on which leaving that
+// branch out changes whether a rule's expression matches (a whole-text
+// match on the lower-cased text: an approximation of the per-sentence scan,
+// good enough to find vocabulary nobody uses). It prints the branches that
+// match no text at all and those that only one or two development rows
+// need, with their file and line.
 func ruleAudit(texts []auditText) {
-	dead, unused, oneRow, total := 0, 0, 0, 0
+	brs, err := poison.BuiltinRuleBranches()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	base := map[string]*regexp.Regexp{}
+	matched := map[string][]bool{}
 	for _, rp := range poison.BuiltinRulePatterns() {
-		name, src := rp[0], rp[1]
-		orig, err := syntax.Parse(src, syntax.Perl)
-		if err != nil {
-			fmt.Printf("%s: %v\n", name, err)
+		rx := regexp.MustCompile(rp[1])
+		base[rp[0]] = rx
+		m := make([]bool, len(texts))
+		for i, t := range texts {
+			m[i] = rx.MatchString(t.low)
+		}
+		matched[rp[0]] = m
+	}
+	dead, unused, low, checkOnly := 0, 0, 0, 0
+	for _, b := range brs {
+		if len(b.Without) == 0 {
+			checkOnly++
 			continue
 		}
-		base := regexp.MustCompile(src)
-		matched := make([]bool, len(texts))
-		for i, t := range texts {
-			matched[i] = base.MatchString(t.low)
-		}
-		for _, br := range branches(orig) {
-			total++
-			alt, k := br.alt, br.k
-			saved := alt.Sub
-			alt.Sub = append(append([]*syntax.Regexp{}, saved[:k]...), saved[k+1:]...)
-			without, err := regexp.Compile(orig.String())
-			label := saved[k].String()
-			context := alt.String()
-			alt.Sub = saved
-			if err != nil {
-				continue
-			}
-			var devOnly, other int
+		lost := make([]bool, len(texts))
+		var rules []string
+		for name, src := range b.Without {
+			rules = append(rules, name)
+			without := regexp.MustCompile(src)
 			for i, t := range texts {
-				if matched[i] && !without.MatchString(t.low) {
-					if t.dev {
-						devOnly++
-					} else {
-						other++
-					}
+				if matched[name][i] && !lost[i] && !without.MatchString(t.low) {
+					lost[i] = true
 				}
 			}
+		}
+		slices.Sort(rules)
+		var devOnly, other int
+		for i, l := range lost {
 			switch {
-			case devOnly == 0 && other == 0:
-				unused++
-				if !anyMatch(saved[k], texts) {
-					dead++
-				}
-			case other == 0 && devOnly <= 2:
-				oneRow++
-				fmt.Printf("  %-22s %q (in %s) needed by %d dev row(s) only\n", name, clip(label, 40), clip(context, 60), devOnly)
+			case !l:
+			case texts[i].dev:
+				devOnly++
+			default:
+				other++
 			}
 		}
-	}
-	fmt.Printf("rule audit: %d alternation branches (after the parser factors common prefixes); %d change no verdict when removed, %d of them match no text at all; %d are needed by one or two development rows and by no other text\n", total, unused, dead, oneRow)
-}
-
-type branch struct {
-	alt *syntax.Regexp
-	k   int
-}
-
-// branches returns every branch of every alternation in re.
-func branches(re *syntax.Regexp) []branch {
-	var out []branch
-	var walk func(r *syntax.Regexp)
-	walk = func(r *syntax.Regexp) {
-		if r.Op == syntax.OpAlternate {
-			for k := range r.Sub {
-				out = append(out, branch{r, k})
+		switch {
+		case devOnly == 0 && other == 0:
+			unused++
+			if !anyMatch(b.Alone, texts) {
+				dead++
+				fmt.Printf("  %-24s %-40s %q matches no text\n", b.At, clip(strings.Join(rules, ","), 40), clip(b.Text, 60))
 			}
-		}
-		for _, s := range r.Sub {
-			walk(s)
+		case other == 0 && devOnly <= 2:
+			low++
+			fmt.Printf("  %-24s %-40s %q needed by %d dev row(s) only\n", b.At, clip(strings.Join(rules, ","), 40), clip(b.Text, 60), devOnly)
 		}
 	}
-	walk(re)
-	return out
+	fmt.Printf("rule audit: %d branches in the rule files (%d more only Go checks use); %d change no verdict when left out, %d of them match no text at all; %d are needed by one or two development rows and by no other text\n", len(brs)-checkOnly, checkOnly, unused, dead, low)
 }
 
 // anyMatch reports whether the branch on its own matches any text.
-func anyMatch(br *syntax.Regexp, texts []auditText) bool {
-	re, err := regexp.Compile(br.String())
+func anyMatch(src string, texts []auditText) bool {
+	re, err := regexp.Compile(src)
 	if err != nil {
 		return true
 	}

@@ -3,6 +3,7 @@ package poison
 import (
 	"embed"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -86,6 +87,33 @@ func builtinPattern(name string) *regexp.Regexp {
 
 // readRuleFiles parses the named files (contents in files) in order.
 func readRuleFiles(order []string, files map[string]string) (*ruleSet, error) {
+	set, srcs, err := expandRuleFiles(order, files)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range set.rules {
+		rx, err := regexp.Compile(srcs[i].src)
+		if err != nil {
+			return nil, fmt.Errorf("%s: rule %s: %v", srcs[i].at, r.name, err)
+		}
+		if rx.MatchString("") {
+			return nil, fmt.Errorf("%s: rule %s matches the empty string", srcs[i].at, r.name)
+		}
+		r.re = rx
+	}
+	for _, d := range set.defs {
+		if _, err := regexp.Compile(d.expanded); err != nil {
+			return nil, fmt.Errorf("%s: define %s: %v", d.at, d.name, err)
+		}
+	}
+	return set, nil
+}
+
+type ruleSource struct{ src, at string }
+
+// expandRuleFiles reads the files up to the rules' expressions (not
+// compiled; their re is nil), which it returns in the order of set.rules.
+func expandRuleFiles(order []string, files map[string]string) (*ruleSet, []ruleSource, error) {
 	set := &ruleSet{defs: map[string]*ruleDef{}}
 	type pending struct {
 		r     *rule
@@ -97,15 +125,15 @@ func readRuleFiles(order []string, files map[string]string) (*ruleSet, error) {
 	for _, name := range order {
 		src, ok := files[name]
 		if !ok {
-			return nil, fmt.Errorf("rules/%s: missing", name)
+			return nil, nil, fmt.Errorf("rules/%s: missing", name)
 		}
 		blocks, err := splitBlocks(name, src)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, b := range blocks {
 			if prev, dup := ids[b.name]; dup {
-				return nil, fmt.Errorf("%s: %q already defined at %s", b.at, b.name, prev)
+				return nil, nil, fmt.Errorf("%s: %q already defined at %s", b.at, b.name, prev)
 			}
 			ids[b.name] = b.at
 			switch b.kind {
@@ -114,7 +142,7 @@ func readRuleFiles(order []string, files map[string]string) (*ruleSet, error) {
 			case "rule":
 				r, match, err := ruleHeader(b)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				rules = append(rules, pending{r, b.at, match})
 			}
@@ -122,31 +150,19 @@ func readRuleFiles(order []string, files map[string]string) (*ruleSet, error) {
 	}
 	for _, d := range set.defs {
 		if err := set.expandDef(d); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
+	var srcs []ruleSource
 	for _, p := range rules {
 		branches, err := set.readExpression(p.match, p.at)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		src := strings.Join(branches, "|")
-		rx, err := regexp.Compile(src)
-		if err != nil {
-			return nil, fmt.Errorf("%s: rule %s: %v", p.at, p.r.name, err)
-		}
-		if rx.MatchString("") {
-			return nil, fmt.Errorf("%s: rule %s matches the empty string", p.at, p.r.name)
-		}
-		p.r.re = rx
 		set.rules = append(set.rules, p.r)
+		srcs = append(srcs, ruleSource{strings.Join(branches, "|"), p.at})
 	}
-	for _, d := range set.defs {
-		if _, err := regexp.Compile(d.expanded); err != nil {
-			return nil, fmt.Errorf("%s: define %s: %v", d.at, d.name, err)
-		}
-	}
-	return set, nil
+	return set, srcs, nil
 }
 
 type block struct {
@@ -395,4 +411,101 @@ func (set *ruleSet) readExpression(lines []srcLine, at string) ([]string, error)
 		exp[i] = srcLine{s, l.at}
 	}
 	return joinBranches(exp, at)
+}
+
+// RuleBranch is one branch of an expression in the rule files: a line,
+// with the lines of the groups it opens. For audits of the vocabulary (go
+// run ./bench/poisoning -rule-audit).
+type RuleBranch struct {
+	At    string // file:line
+	Text  string // the line as written
+	Alone string // the branch on its own, expanded
+	// Without holds, for each rule whose expression the branch is part of
+	// (directly or through a define), the expression with the branch left
+	// out. Empty for vocabulary only Go checks use.
+	Without map[string]string
+}
+
+// BuiltinRuleBranches lists every branch of the built-in rule files that
+// can be left out (the only branch of a group cannot).
+func BuiltinRuleBranches() ([]RuleBranch, error) {
+	files := map[string]string{}
+	for _, name := range ruleFiles {
+		b, err := ruleFS.ReadFile("rules/" + name)
+		if err != nil {
+			return nil, err
+		}
+		files[name] = string(b)
+	}
+	base, baseSrc, err := expandRuleFiles(ruleFiles, files)
+	if err != nil {
+		return nil, err
+	}
+	var out []RuleBranch
+	for _, name := range ruleFiles {
+		lines := strings.Split(files[name], "\n")
+		inExpr := false
+		for i, raw := range lines {
+			text := strings.TrimSpace(raw)
+			if text == "" || strings.HasPrefix(text, "#") {
+				continue
+			}
+			if raw[0] != ' ' && raw[0] != '\t' {
+				inExpr = strings.HasPrefix(text, "define ")
+				continue
+			}
+			if !inExpr {
+				inExpr = text == "match"
+				continue
+			}
+			if strings.HasPrefix(text, ")") {
+				continue
+			}
+			// The branch runs until the groups it opens are closed.
+			end, depth := i, 0
+			for ; end < len(lines); end++ {
+				t := strings.TrimSpace(lines[end])
+				if t == "" || strings.HasPrefix(t, "#") {
+					continue
+				}
+				if strings.HasPrefix(t, ")") {
+					depth--
+				}
+				if opensGroup(t) {
+					depth++
+				}
+				if depth == 0 {
+					break
+				}
+			}
+			var kept []string
+			kept = append(kept, lines[:i]...)
+			kept = append(kept, lines[end+1:]...)
+			variant := maps.Clone(files)
+			variant[name] = strings.Join(kept, "\n")
+			set, srcs, err := expandRuleFiles(ruleFiles, variant)
+			if err != nil {
+				continue // the only branch of its group
+			}
+			alone := &ruleSet{defs: base.defs}
+			var body []srcLine
+			for k := i; k <= end && k < len(lines); k++ {
+				if t := strings.TrimSpace(lines[k]); t != "" && !strings.HasPrefix(t, "#") {
+					body = append(body, srcLine{t, fmt.Sprintf("rules/%s:%d", name, k+1)})
+				}
+			}
+			ab, err := alone.readExpression(body, "")
+			if err != nil {
+				return nil, err
+			}
+			b := RuleBranch{At: fmt.Sprintf("%s:%d", name, i+1), Text: text, Alone: strings.Join(ab, "|"), Without: map[string]string{}}
+			for k, r := range set.rules {
+				if srcs[k].src != baseSrc[k].src {
+					b.Without[r.name] = srcs[k].src
+				}
+			}
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
