@@ -91,11 +91,13 @@ type CallRequest struct {
 // something asked, the decoded object. It is shared by the copies of a
 // request, so arguments are decoded at most once per call.
 type arguments struct {
-	mu      sync.Mutex
-	raw     json.RawMessage
-	m       map[string]any
-	err     error
-	decoded bool
+	mu  sync.Mutex
+	raw json.RawMessage
+	// received says raw holds the arguments (it never changes).
+	received bool
+	m        map[string]any
+	err      error
+	decoded  bool
 }
 
 // WithArguments returns a copy of r whose arguments are args. args must not
@@ -114,8 +116,18 @@ func (r *CallRequest) WithArguments(args map[string]any) *CallRequest {
 // arguments.
 func (r *CallRequest) WithRawArguments(raw json.RawMessage) *CallRequest {
 	c := *r
-	c.args = &arguments{raw: raw}
+	c.args = &arguments{raw: raw, received: true}
 	return &c
+}
+
+// RawArguments returns the arguments as received (WithRawArguments; empty
+// or null means none), whether or not something decoded them; false when
+// they were built in code (WithArguments).
+func (r *CallRequest) RawArguments() (json.RawMessage, bool) {
+	if r.args == nil || !r.args.received {
+		return nil, false
+	}
+	return r.args.raw, true
 }
 
 // Arguments returns the call's arguments, decoded on first use (numbers as
@@ -232,6 +244,12 @@ func (r *CallResult) Result() (*mcp.CallToolResult, error) {
 		}
 	}
 	return r.res, r.err
+}
+
+// Raw returns the bytes received, for a result that is the upstream's
+// answer as it came (RawCallResult), not one built in code.
+func (r *CallResult) Raw() (json.RawMessage, bool) {
+	return r.raw, r.raw != nil
 }
 
 // JSON returns the result's JSON: the bytes received, or the encoding of a
