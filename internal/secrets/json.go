@@ -167,6 +167,15 @@ func (r *Redactor) Encoded(v any) (any, bool, error) {
 	return fresh.Elem().Interface(), true, nil
 }
 
+// CleanEncoding reports whether b, a value's encoding by encoding/json's
+// Marshal (whose only \u escapes are those of jsonEscaped), holds no known
+// secret: then Encoded leaves that value as it is, and b can be sent in
+// its place. It is the check Encoded makes on the encoding it writes.
+func (r *Redactor) CleanEncoding(b []byte) bool {
+	m := r.matcherFor()
+	return m == nil || !m.mayContainBytes(b)
+}
+
 func (r *Redactor) matcherFor() *matcher {
 	if r == nil {
 		return nil
