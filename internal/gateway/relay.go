@@ -270,5 +270,6 @@ func (g *Gateway) forwardable(out *extension.CallResult) ([]byte, bool) {
 	if g.redact != nil && !g.redact.CleanEncoding(raw) {
 		return nil, false
 	}
+	g.undecoded.Add(1)
 	return raw, true
 }
