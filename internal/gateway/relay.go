@@ -254,11 +254,13 @@ func (g *Gateway) peeledCallTool(ctx context.Context, tc ToolCall) ([]byte, *mcp
 	return nil, r.ToolResult(a.ToolName)
 }
 
-// forwardable returns the bytes of a result that can be the answer as the
-// upstream sent them, undecoded: bytes in the shape relay.PlainResult
-// takes, which decoding and encoding (as the seal and the answer do) give
-// back unchanged, and which hold no known secret, so the seal would let
-// them out as they are. Any other result is decoded, sealed and encoded.
+// forwardable returns the answer to a result that can be sealed on its
+// bytes, undecoded: bytes in the shape relay.PlainResult takes, which
+// decoding and encoding (as the seal and the answer do) give back
+// unchanged, with the seal's masking done on them (secrets.Canonical).
+// When the masking cannot be done on the bytes, or gives bytes out of that
+// shape (a secret in a key, or in the content's type), the result is
+// decoded, sealed and encoded, as any other.
 func (g *Gateway) forwardable(out *extension.CallResult) ([]byte, bool) {
 	raw, ok := out.Raw()
 	if !ok {
@@ -267,8 +269,15 @@ func (g *Gateway) forwardable(out *extension.CallResult) ([]byte, bool) {
 	if _, plain := relay.PlainResult(raw); !plain {
 		return nil, false
 	}
-	if g.redact != nil && !g.redact.CleanEncoding(raw) {
-		return nil, false
+	if g.redact != nil {
+		masked, changed, ok := g.redact.Canonical(raw)
+		if !ok {
+			return nil, false
+		}
+		if _, plain := relay.PlainResult(masked); changed && !plain {
+			return nil, false
+		}
+		raw = masked
 	}
 	g.undecoded.Add(1)
 	return raw, true

@@ -260,10 +260,11 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 				t.Errorf("paths taken: relay leg: %d calls on the SDK server, %d on the raw leg; SDK leg: %d on the SDK server, %d on the raw leg; want 0, 6, 7, 0",
 					raw.sdkServed, raw.rawSent, sdk.sdkServed, sdk.rawSent)
 			}
-			// The four plain results without a secret (echo twice, fails,
-			// steps) were answered as the upstream's bytes, undecoded.
-			if raw.undecoded != 4 || sdk.undecoded != 0 {
-				t.Errorf("results answered undecoded: relay leg %d, SDK leg %d; want 4, 0", raw.undecoded, sdk.undecoded)
+			// The five results (echo twice, fails, leaks, steps) were
+			// answered from the upstream's bytes, undecoded, the secret
+			// leaks sends masked on them.
+			if raw.undecoded != 5 || sdk.undecoded != 0 {
+				t.Errorf("results answered undecoded: relay leg %d, SDK leg %d; want 5, 0", raw.undecoded, sdk.undecoded)
 			}
 			all := strings.Join(raw.answers, "\n")
 			if strings.Contains(all, "sk-relay") || !strings.Contains(all, "progress: client-token") && mode == config.ModePassthrough {

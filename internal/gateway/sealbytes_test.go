@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -13,7 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/relay"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
 
@@ -39,6 +43,7 @@ var rawResults = map[string]string{
 	"plain":      `{"content":[{"type":"text","text":"nothing to hide \u003c\u0026\u003e"}],"structuredContent":{"a":[1,2.5],"b":"x"}}`,
 	"unicode":    `{"content":[{"type":"text","text":"token \u0074ok3n-ABCDEF\u0031\u0032\u0033456 and path\/secret-XYZ99"}]}`,
 	"quoted":     `{"content":[{"type":"text","text":"html-escaped sk-relay\"\u003c\u0026\u003e\\secret"},{"type":"text","text":"as is sk-relay\"<&>\\secret"}]}`,
+	"escaped":    `{"content":[{"type":"text","text":"sk-relay\"\u003c\u0026\u003e\\secret, \u003csk-relay\"\u003c\u0026\u003e\\secret\u003e"}],"isError":true,"resultType":"complete"}`,
 	"structured": `{"content":[{"type":"text","text":"see structuredContent"}],"structuredContent":{"list":["tok3n-ABCDEF123456",{"deep":"a tok3n-ABCDEF123456 b"}],"n":98765432109}}`,
 	"keyed":      `{"content":[{"type":"text","text":"see the keys"}],"structuredContent":{"tok3n-ABCDEF123456":1,"ok":{"tok3n-ABCDEF123456":"v"}}}`,
 	"meta":       `{"_meta":{"leak":"tok3n-ABCDEF123456","tok3n-ABCDEF123456":true},"content":[{"type":"text","text":"see _meta","_meta":{"k":"tok3n-ABCDEF123456"}}]}`,
@@ -214,11 +219,92 @@ func TestSealedRawLegMatchesSDKLeg(t *testing.T) {
 					t.Errorf("answers miss %q:\n%s", want, all)
 				}
 			}
-			// Only the result without a secret, in the plain shape, went
-			// out undecoded; the SDK leg decodes every result.
-			if raw.undecoded != 1 || sdk.undecoded != 0 {
-				t.Errorf("results answered undecoded: raw leg %d, SDK leg %d; want 1, 0", raw.undecoded, sdk.undecoded)
+			// The results in the plain shape whose secrets are in values
+			// (escaped, iserror, plain, structured) were masked on their
+			// bytes, undecoded; the others (a secret in a key, _meta,
+			// escapes Marshal does not write, an unknown member) were
+			// decoded, as the SDK leg decodes every result.
+			if raw.undecoded != 4 || sdk.undecoded != 0 {
+				t.Errorf("results answered undecoded: raw leg %d, SDK leg %d; want 4, 0", raw.undecoded, sdk.undecoded)
 			}
 		})
+	}
+}
+
+// sealCorpus are results in the plain shape with the secret each leaks,
+// for FuzzSealOnBytesMatchesSeal.
+var sealCorpus = []struct{ result, secret string }{
+	{rawResults["structured"], tokenSecret},
+	{rawResults["structured"], digitSecret},
+	{rawResults["escaped"], relaySecret},
+	{rawResults["iserror"], tokenSecret},
+	{rawResults["keyed"], tokenSecret},
+	{`{"content":[{"type":"text","text":"a blue team, blueprint, blue."}]}`, "blue"},
+	{`{"content":[{"type":"text","text":"x\u2028é-secret-\u003c\u2028y"}]}`, "\u2028é-secret-<\u2028"},
+	{`{"content":[{"type":"text","text":"text"}],"resultType":"complete"}`, "complete"},
+	{`{"content":[{"type":"text","text":"x"}],"structuredContent":[-98765432109,1.5e-7,"98765432109"]}`, digitSecret},
+}
+
+// Masking on the bytes answers exactly what decoding, sealing (today's
+// path) and encoding answer, or leaves the result to that path.
+func FuzzSealOnBytesMatchesSeal(f *testing.F) {
+	for _, c := range sealCorpus {
+		f.Add([]byte(c.result), c.secret)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, secret string) {
+		if _, plain := relay.PlainResult(raw); !plain {
+			return
+		}
+		g := &Gateway{redact: secrets.NewRedactor(secret), log: slog.New(slog.DiscardHandler)}
+		got, ok := g.forwardable(extension.RawCallResult(raw))
+		if !ok {
+			return
+		}
+		if want := sealedAnswer(t, g, raw); !bytes.Equal(got, want) {
+			t.Fatalf("secret %q in %s: masked on the bytes %s, by the seal %s", secret, raw, got, want)
+		}
+	})
+}
+
+// sealedAnswer is today's answer to raw: decoded, sealed, encoded.
+func sealedAnswer(t *testing.T, g *Gateway, raw []byte) []byte {
+	t.Helper()
+	res, err := extension.RawCallResult(raw).Result()
+	if err != nil {
+		t.Fatalf("%s does not decode: %v", raw, err)
+	}
+	sealed, err := g.sealed("tools/call", res, nil)
+	if err != nil {
+		t.Fatalf("the seal withheld %s: %v", raw, err)
+	}
+	b, err := encodeJSON(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The corpus's secrets in values are masked on the bytes (a naive
+// replacement of the secret's bytes would miss the escaped spellings);
+// those in keys, and one whose mask changes the shape, are left to the
+// seal.
+func TestSealOnBytes(t *testing.T) {
+	for i, c := range sealCorpus {
+		g := &Gateway{redact: secrets.NewRedactor(c.secret), log: slog.New(slog.DiscardHandler)}
+		got, ok := g.forwardable(extension.RawCallResult([]byte(c.result)))
+		wantBytes := i != 4 && c.secret != "complete"
+		if ok != wantBytes {
+			t.Errorf("%s with secret %q: masked on the bytes: %v, want %v", c.result, c.secret, ok, wantBytes)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if want := sealedAnswer(t, g, []byte(c.result)); !bytes.Equal(got, want) {
+			t.Errorf("secret %q: masked on the bytes %s, by the seal %s", c.secret, got, want)
+		}
+		if bytes.Equal(got, []byte(c.result)) {
+			t.Errorf("secret %q: nothing masked in %s", c.secret, got)
+		}
 	}
 }
