@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/relay"
 )
 
 // CallHandler runs a tool call: the rest of the pipeline and, at its end,
@@ -250,6 +252,18 @@ func (r *CallResult) Result() (*mcp.CallToolResult, error) {
 // answer as it came (RawCallResult), not one built in code.
 func (r *CallResult) Raw() (json.RawMessage, bool) {
 	return r.raw, r.raw != nil
+}
+
+// Texts returns the text of each content item of a result still in the
+// upstream's bytes, read from them without decoding the result, when the
+// result holds text items only (in the shape and escaping the SDK writes);
+// false otherwise, and the caller reads Result. An output scanner that
+// reads only text uses it to leave the result undecoded.
+func (r *CallResult) Texts() ([]string, bool) {
+	if r.raw == nil {
+		return nil, false
+	}
+	return relay.PlainTexts(r.raw)
 }
 
 // JSON returns the result's JSON: the bytes received, or the encoding of a

@@ -118,6 +118,15 @@ func FuzzPlainResultRoundTrips(f *testing.F) {
 		if res.IsError != isError {
 			t.Fatalf("PlainResult(%q): isError %v, decoded %v", b, isError, res.IsError)
 		}
+		texts, ok := PlainTexts(b)
+		if !ok || len(texts) != len(res.Content) {
+			t.Fatalf("PlainTexts(%q) = %q, %v; decoded %d items", b, texts, ok, len(res.Content))
+		}
+		for n, c := range res.Content {
+			if tc, isText := c.(*mcp.TextContent); !isText || tc.Text != texts[n] {
+				t.Fatalf("PlainTexts(%q)[%d] = %q, decoded %#v", b, n, texts[n], c)
+			}
+		}
 		m, err := json.Marshal(&res)
 		if err != nil || !bytes.Equal(m, b) {
 			t.Fatalf("PlainResult(%q) but Marshal gives %q (%v)", b, m, err)

@@ -1,5 +1,10 @@
 package relay
 
+import (
+	"bytes"
+	"encoding/json"
+)
+
 // PlainResult reads a tool call's result as an upstream sent it and
 // reports whether it is one the gateway can forward as it came: bytes
 // that decode into the SDK's CallToolResult without error and encode back
@@ -15,7 +20,33 @@ package relay
 // resultType optional. Anything else (other content, annotations, _meta,
 // whitespace, an escape Marshal would not write) is not plain, and the
 // caller decodes.
-func PlainResult(b []byte) (isError, ok bool) {
+func PlainResult(b []byte) (isError, ok bool) { return plainResult(b, nil) }
+
+// PlainTexts returns the text of each content item of a result PlainResult
+// takes, as decoding it would give them.
+func PlainTexts(b []byte) ([]string, bool) {
+	var texts []string
+	_, ok := plainResult(b, func(tok []byte) bool {
+		if bytes.IndexByte(tok, '\\') < 0 {
+			texts = append(texts, string(tok[1:len(tok)-1]))
+			return true
+		}
+		var s string
+		if json.Unmarshal(tok, &s) != nil {
+			return false
+		}
+		texts = append(texts, s)
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return texts, true
+}
+
+// plainResult is PlainResult, calling text (when not nil) with each text
+// item's string token; text returning false makes the result not plain.
+func plainResult(b []byte, text func(tok []byte) bool) (isError, ok bool) {
 	i, ok := prefix(b, 0, `{"content":[`)
 	if !ok {
 		return false, false
@@ -24,7 +55,11 @@ func PlainResult(b []byte) (isError, ok bool) {
 		if i, ok = prefix(b, i, `{"type":"text","text":`); !ok {
 			return false, false
 		}
+		start := i
 		if i, ok = canonicalString(b, i); !ok {
+			return false, false
+		}
+		if text != nil && !text(b[start:i]) {
 			return false, false
 		}
 		if i, ok = prefix(b, i, "}"); !ok {
