@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
 
 	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/relay"
@@ -11,11 +12,11 @@ import (
 
 // rawArgumentsHash is the audit's arguments_hash (argsFieldOf: the SHA-256
 // of the arguments' encoding by Marshal, map keys sorted) taken from the
-// bytes a call's arguments came in, without decoding them: when those
-// bytes already are that encoding (relay.Canonical), as the SDK's clients
-// and call_tool's own relay write them, or say no arguments. Other bytes
-// (spaces, keys out of order, escapes Marshal writes otherwise), arguments
-// a middleware rewrote, and an operator who records the arguments
+// bytes a call's arguments came in, without decoding them into maps: the
+// bytes themselves when they already are that encoding (relay.Canonical),
+// as Go clients write them, else that encoding written from the bytes
+// (relay.AppendCanonical). Bytes that are not a JSON object, arguments a
+// middleware rewrote, and an operator who records the arguments
 // themselves take the decoding path.
 func (g *Gateway) rawArgumentsHash(req *extension.CallRequest) (string, bool) {
 	if g.cfg.Audit.RecordArguments {
@@ -25,11 +26,23 @@ func (g *Gateway) rawArgumentsHash(req *extension.CallRequest) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
-		raw = []byte("{}") // no arguments: hashed as the empty object
-	} else if raw[0] != '{' || !relay.Canonical(raw) {
+	t := bytes.TrimSpace(raw)
+	switch {
+	case len(t) == 0 || string(t) == "null":
+		t = []byte("{}") // no arguments: hashed as the empty object
+	case t[0] != '{':
 		return "", false
+	case !relay.Canonical(t):
+		bp := canonPool.Get().(*[]byte)
+		defer canonPool.Put(bp)
+		if *bp, ok = relay.AppendCanonical((*bp)[:0], t); !ok {
+			return "", false
+		}
+		t = *bp
 	}
-	sum := sha256.Sum256(raw)
+	sum := sha256.Sum256(t)
 	return "sha256:" + hex.EncodeToString(sum[:]), true
 }
+
+// canonPool holds the buffers arguments are made canonical in.
+var canonPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

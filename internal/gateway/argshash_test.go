@@ -7,8 +7,10 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 )
 
-// argsCorpus are arguments as clients send them: canonical ones (which the
-// hash takes from the bytes) and ones that need decoding.
+// argsCorpus are arguments as clients send them: in Marshal's encoding
+// (hashed as they are), in any other (made canonical from the bytes), and
+// ones that are not a JSON object (left to the decoding path, which says
+// what is wrong).
 var argsCorpus = []struct {
 	raw   string
 	bytes bool // hashed from the bytes, not decoded
@@ -18,19 +20,23 @@ var argsCorpus = []struct {
 	{``, true},
 	{`null`, true},
 	{`{"a":[1,2.50,-0,1e400,12345678901234567890123],"b":{"c":null,"d":true},"e":"\u003c\u0026\u2028 é\n"}`, true},
-	{`{"path":"/tmp/a.txt","n":3}`, false},              // keys out of order
-	{`{"message": "hi"}`, false},                        // a space
-	{`{"a":1,"a":2}`, false},                            // a duplicate key: decodes to its last value
-	{`{"\u0061":1}`, false},                             // an escaped key
-	{`{"s":"\u0041\/<>&"}`, false},                      // escapes Marshal does not write, HTML characters
-	{"{\"s\":\"\xff\u2028\"}", false},                   // invalid UTF-8, a raw U+2028
-	{`{"s":"\ud83d\ude00"}`, false},                     // a surrogate pair
-	{`{"a":{"z":1,"b":2}}`, false},                      // nested keys out of order
-	{`[1,2]`, false},                                    // not an object: the decode path says so
-	{`{"a":1}  `, false},                                // trailing space
-	{`{"a":1}{"b":2}`, false},                           // two values
-	{`{"x":[{"k":"v","j":1}]}`, false},                  // keys out of order in an array
-	{`{"big":123456789012345678901234567890e-5}`, true}, // a number as it is (json.Number)
+	{`{"path":"/tmp/a.txt","n":3}`, true},                            // keys out of order
+	{" {\n  \"message\" : \"hi\" ,\t\"b\": [ 1 , { } ] }\r\n", true}, // spaces
+	{`{"a":1,"a":2}`, true},                                          // a duplicate key: the last is kept
+	{`{"a":{"x":1},"b":0,"a":{"y":2}}`, true},                        // not merged
+	{`{"\u0061":1,"a":2,"b":3}`, true},                               // an escaped key, equal to another
+	{`{"s":"\u0041\/<>&","\u00e9":"\u00e9"}`, true},                  // escapes Marshal does not write, HTML characters
+	{"{\"s\":\"\xff\u2028\",\"\xfe\":1}", true},                      // invalid UTF-8, a raw U+2028
+	{`{"s":"\ud83d\ude00 \ud800 \udc00x"}`, true},                    // a surrogate pair, lone surrogates
+	{`{"a":{"z":1,"b":2}}`, true},                                    // nested keys out of order
+	{`{"x":[{"k":"v","j":1}]}`, true},                                // keys out of order in an array
+	{`{"é":1,"z":2,"Z":3,"":4}`, true},                               // byte order of keys
+	{`{"big":123456789012345678901234567890e-5}`, true},              // a number as it is (json.Number)
+	{`[1,2]`, false},                                                 // not an object
+	{`"text"`, false},                                                // not an object
+	{`{"a":1}{"b":2}`, false},                                        // two values
+	{`{"a":}`, false},                                                // not JSON
+	{`{"a":1`, false},                                                // cut short
 }
 
 // The hash taken from the bytes is the hash of the decoding path

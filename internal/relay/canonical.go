@@ -2,8 +2,11 @@ package relay
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -238,3 +241,132 @@ func canonicalEscape(e []byte) int {
 }
 
 func lowerHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+
+// AppendCanonical appends to dst what encoding/json's Marshal writes for
+// the value the JSON document b decodes to (objects as maps, numbers as
+// json.Number), working on the bytes: keys sorted, the last of duplicate
+// keys kept (as decoding into a map does), strings escaped as Marshal
+// escapes them, spaces dropped. It returns false when b is not one valid
+// JSON value.
+func AppendCanonical(dst, b []byte) ([]byte, bool) {
+	if !json.Valid(b) {
+		return dst, false
+	}
+	i := skipSpace(b, 0)
+	dst, end, ok := appendCanonical(dst, b, i)
+	if !ok || skipSpace(b, end) != len(b) {
+		return dst, false
+	}
+	return dst, true
+}
+
+// appendCanonical appends the canonical form of the value at b[i] (b is
+// valid JSON) and returns the index after it.
+func appendCanonical(dst, b []byte, i int) ([]byte, int, bool) {
+	switch c := b[i]; c {
+	case '"':
+		end := stringEnd(b, i)
+		if end < 0 {
+			return dst, 0, false
+		}
+		if e, ok := canonicalString(b, i); ok && e == end {
+			return append(dst, b[i:end]...), end, true
+		}
+		var s string
+		if err := json.Unmarshal(b[i:end], &s); err != nil {
+			return dst, 0, false
+		}
+		enc, err := json.Marshal(s)
+		if err != nil {
+			return dst, 0, false
+		}
+		return append(dst, enc...), end, true
+	case '{':
+		type member struct {
+			key        string
+			start, end int // the value's bytes
+		}
+		var ms []member
+		i = skipSpace(b, i+1)
+		if b[i] != '}' {
+			for {
+				end := stringEnd(b, i)
+				if end < 0 {
+					return dst, 0, false
+				}
+				var key string
+				if err := json.Unmarshal(b[i:end], &key); err != nil {
+					return dst, 0, false
+				}
+				i = skipSpace(b, skipSpace(b, end)+1) // past ':'
+				vend := valueEnd(b, i)
+				if vend < 0 {
+					return dst, 0, false
+				}
+				ms = append(ms, member{key, i, vend})
+				i = skipSpace(b, vend)
+				if b[i] == '}' {
+					break
+				}
+				i = skipSpace(b, i+1) // past ','
+			}
+		}
+		// Sorted by key, the last of equal keys first so it is kept.
+		idx := make([]int, len(ms))
+		for k := range idx {
+			idx[k] = k
+		}
+		slices.SortStableFunc(idx, func(x, y int) int {
+			if c := strings.Compare(ms[x].key, ms[y].key); c != 0 {
+				return c
+			}
+			return y - x
+		})
+		dst = append(dst, '{')
+		n := 0
+		for k, x := range idx {
+			if k > 0 && ms[idx[k-1]].key == ms[x].key {
+				continue
+			}
+			if n > 0 {
+				dst = append(dst, ',')
+			}
+			n++
+			enc, err := json.Marshal(ms[x].key)
+			if err != nil {
+				return dst, 0, false
+			}
+			dst = append(append(dst, enc...), ':')
+			var ok bool
+			if dst, _, ok = appendCanonical(dst, b, ms[x].start); !ok {
+				return dst, 0, false
+			}
+		}
+		return append(dst, '}'), i + 1, true
+	case '[':
+		dst = append(dst, '[')
+		i = skipSpace(b, i+1)
+		if b[i] == ']' {
+			return append(dst, ']'), i + 1, true
+		}
+		for n := 0; ; n++ {
+			if n > 0 {
+				dst = append(dst, ',')
+			}
+			var ok bool
+			if dst, i, ok = appendCanonical(dst, b, i); !ok {
+				return dst, 0, false
+			}
+			i = skipSpace(b, i)
+			if b[i] == ']' {
+				return append(dst, ']'), i + 1, true
+			}
+			i = skipSpace(b, i+1)
+		}
+	}
+	end := valueEnd(b, i) // a number or a literal, written as it is
+	if end < 0 {
+		return dst, 0, false
+	}
+	return append(dst, b[i:end]...), end, true
+}

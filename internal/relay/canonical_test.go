@@ -154,3 +154,38 @@ func TestPlainResult(t *testing.T) {
 		t.Errorf("isError not read from %s", resultCorpus[1])
 	}
 }
+
+// AppendCanonical writes from the bytes exactly what decoding them
+// (numbers as json.Number) and Marshal write, whatever the spacing, key
+// order, duplicates and escapes; it refuses what does not decode.
+func FuzzAppendCanonicalAgreesWithMarshal(f *testing.F) {
+	for _, s := range canonicalCorpus {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{" { \"b\" : [ 1 , 2 ] ,\n\"a\":{\"y\":1,\"x\":2}, \"a\":{\"z\":3}} ", `{"\u0061":1,"a":2}`, `{"s":"\ud83d\ude00\ud800\/"}`, `[ ]`, `{ }`, `"\u00e9"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := AppendCanonical(nil, b)
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var v any
+		derr := dec.Decode(&v)
+		if derr == nil && len(bytes.Trim(b[dec.InputOffset():], " \t\r\n")) > 0 {
+			derr = errNotOne // more after the value
+		}
+		if derr != nil {
+			if ok {
+				t.Fatalf("AppendCanonical(%q) = %q, but it does not decode: %v", b, got, derr)
+			}
+			return
+		}
+		want, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("AppendCanonical(%q) = %q, %v; Marshal gives %q", b, got, ok, want)
+		}
+	})
+}
