@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/relay"
 )
 
 // CallHandler runs a tool call: the rest of the pipeline and, at its end,
@@ -91,11 +93,13 @@ type CallRequest struct {
 // something asked, the decoded object. It is shared by the copies of a
 // request, so arguments are decoded at most once per call.
 type arguments struct {
-	mu      sync.Mutex
-	raw     json.RawMessage
-	m       map[string]any
-	err     error
-	decoded bool
+	mu  sync.Mutex
+	raw json.RawMessage
+	// received says raw holds the arguments (it never changes).
+	received bool
+	m        map[string]any
+	err      error
+	decoded  bool
 }
 
 // WithArguments returns a copy of r whose arguments are args. args must not
@@ -114,8 +118,18 @@ func (r *CallRequest) WithArguments(args map[string]any) *CallRequest {
 // arguments.
 func (r *CallRequest) WithRawArguments(raw json.RawMessage) *CallRequest {
 	c := *r
-	c.args = &arguments{raw: raw}
+	c.args = &arguments{raw: raw, received: true}
 	return &c
+}
+
+// RawArguments returns the arguments as received (WithRawArguments; empty
+// or null means none), whether or not something decoded them; false when
+// they were built in code (WithArguments).
+func (r *CallRequest) RawArguments() (json.RawMessage, bool) {
+	if r.args == nil || !r.args.received {
+		return nil, false
+	}
+	return r.args.raw, true
 }
 
 // Arguments returns the call's arguments, decoded on first use (numbers as
@@ -232,6 +246,24 @@ func (r *CallResult) Result() (*mcp.CallToolResult, error) {
 		}
 	}
 	return r.res, r.err
+}
+
+// Raw returns the bytes received, for a result that is the upstream's
+// answer as it came (RawCallResult), not one built in code.
+func (r *CallResult) Raw() (json.RawMessage, bool) {
+	return r.raw, r.raw != nil
+}
+
+// Texts returns the text of each content item of a result still in the
+// upstream's bytes, read from them without decoding the result, when the
+// result holds text items only (in the shape and escaping the SDK writes);
+// false otherwise, and the caller reads Result. An output scanner that
+// reads only text uses it to leave the result undecoded.
+func (r *CallResult) Texts() ([]string, bool) {
+	if r.raw == nil {
+		return nil, false
+	}
+	return relay.PlainTexts(r.raw)
 }
 
 // JSON returns the result's JSON: the bytes received, or the encoding of a

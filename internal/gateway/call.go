@@ -118,10 +118,10 @@ func (g *Gateway) upstreamStage(ctx context.Context, req *extension.CallRequest)
 	if st.opts != nil && st.opts.send != nil {
 		send = st.opts.send
 	}
-	var res *mcp.CallToolResult
 	out, err := send(ctx, srv, params)
+	isError := false
 	if err == nil {
-		res, err = out.Result()
+		isError, err = resultIsError(out)
 	}
 	k, v := g.argsField(req)
 	fields := map[string]any{k: v, "duration_ms": float64(time.Since(start).Microseconds()) / 1000}
@@ -130,7 +130,7 @@ func (g *Gateway) upstreamStage(ctx context.Context, req *extension.CallRequest)
 		g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: req.ServerName, Tool: req.Tool, Action: "error", Fields: fields})
 		return nil, &upstreamFailure{err}
 	}
-	fields["is_error"] = res.IsError
+	fields["is_error"] = isError
 	g.emit(ctx, extension.Event{Type: audit.ToolCalled, Session: req.Session, Server: req.ServerName, Tool: req.Tool, Action: "ok", Fields: fields})
 	return out, nil
 }
@@ -329,6 +329,9 @@ func decoded(out *extension.CallResult, tool string) (*mcp.CallToolResult, *Refu
 // argsField is the audit field of a call's arguments: their hash, or the
 // arguments themselves when the operator asked for them.
 func (g *Gateway) argsField(req *extension.CallRequest) (string, any) {
+	if h, ok := g.rawArgumentsHash(req); ok {
+		return "arguments_hash", h
+	}
 	args := req.Args()
 	if args == nil {
 		args = map[string]any{}

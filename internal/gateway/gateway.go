@@ -80,6 +80,9 @@ type Options struct {
 // Gateway is a running toolgate instance.
 type Gateway struct {
 	noRaw bool // Options.SDKCalls
+	// undecoded counts the results answered as the upstream's bytes,
+	// without decoding them (forwardable; the tests check the path).
+	undecoded atomic.Uint64
 	// rawCalls counts the tool calls sent on a raw leg (the tests check
 	// that the leg is taken).
 	rawCalls         atomic.Uint64

@@ -192,6 +192,9 @@ func (g *Gateway) servePeeled(ctx context.Context, ss *mcp.ServerSession, c rela
 	if g.pt != nil && (!g.pt.hybrid || c.Name != "call_tool") {
 		out, r := g.RunToolCall(ctx, tc)
 		if r == nil {
+			if b, ok := g.forwardable(out); ok {
+				return relay.Answer{Result: b}
+			}
 			var cr *mcp.CallToolResult
 			if cr, r = decoded(out, c.Name); r == nil {
 				res = cr
@@ -201,7 +204,10 @@ func (g *Gateway) servePeeled(ctx context.Context, ss *mcp.ServerSession, c rela
 			res, err = r.Answer()
 		}
 	} else {
-		r := g.peeledCallTool(ctx, tc)
+		b, r := g.peeledCallTool(ctx, tc)
+		if b != nil {
+			return relay.Answer{Result: b}
+		}
 		if r.Content == nil {
 			r.Content = []mcp.Content{} // as the SDK server does for a tool's result
 		}
@@ -225,20 +231,54 @@ func (g *Gateway) servePeeled(ctx context.Context, ss *mcp.ServerSession, c rela
 }
 
 // peeledCallTool is call_tool (handleCall) for the relay: tc holds
-// call_tool's own arguments, which name the tool to call.
-func (g *Gateway) peeledCallTool(ctx context.Context, tc ToolCall) *mcp.CallToolResult {
+// call_tool's own arguments, which name the tool to call. It returns the
+// answer's bytes when the upstream's can be forwarded as they came
+// (forwardable), else the result to seal and encode.
+func (g *Gateway) peeledCallTool(ctx context.Context, tc ToolCall) ([]byte, *mcp.CallToolResult) {
 	var a callArgs
 	if err := decodeArgs(tc.Arguments, &a); err != nil {
-		return errorResult("call_tool: %v. Expected {\"tool_name\": \"server__tool\", \"arguments\": {...}}.", err)
+		return nil, errorResult("call_tool: %v. Expected {\"tool_name\": \"server__tool\", \"arguments\": {...}}.", err)
 	}
 	tc.Name, tc.Arguments, tc.Token, tc.CallTool = a.ToolName, a.Arguments, a.DiscoveryToken, true
 	out, r := g.RunToolCall(ctx, tc)
 	if r == nil {
+		if b, ok := g.forwardable(out); ok {
+			return b, nil
+		}
 		_, tool, _ := catalog.Split(a.ToolName)
 		var res *mcp.CallToolResult
 		if res, r = decoded(out, tool); r == nil {
-			return res
+			return nil, res
 		}
 	}
-	return r.ToolResult(a.ToolName)
+	return nil, r.ToolResult(a.ToolName)
+}
+
+// forwardable returns the answer to a result that can be sealed on its
+// bytes, undecoded: bytes in the shape relay.PlainResult takes, which
+// decoding and encoding (as the seal and the answer do) give back
+// unchanged, with the seal's masking done on them (secrets.Canonical).
+// When the masking cannot be done on the bytes, or gives bytes out of that
+// shape (a secret in a key, or in the content's type), the result is
+// decoded, sealed and encoded, as any other.
+func (g *Gateway) forwardable(out *extension.CallResult) ([]byte, bool) {
+	raw, ok := out.Raw()
+	if !ok {
+		return nil, false
+	}
+	if _, plain := relay.PlainResult(raw); !plain {
+		return nil, false
+	}
+	if g.redact != nil {
+		masked, changed, ok := g.redact.Canonical(raw)
+		if !ok {
+			return nil, false
+		}
+		if _, plain := relay.PlainResult(masked); changed && !plain {
+			return nil, false
+		}
+		raw = masked
+	}
+	g.undecoded.Add(1)
+	return raw, true
 }

@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv(envRawUpstream) == "1" {
+		rawUpstream()
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 
@@ -84,6 +88,8 @@ type legRun struct {
 	// frontend's relay), rawSent those sent on the upstream's raw leg.
 	sdkServed int64
 	rawSent   uint64
+	// undecoded counts the results answered as the upstream's bytes.
+	undecoded uint64
 }
 
 // runLeg drives a gateway (mode, and whether calls take the SDK client or
@@ -175,7 +181,7 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		}
 		answer(cs.CallTool(ctx, p))
 	}
-	run.sdkServed, run.rawSent = sdkCalls.Load()-sdkBefore, g.rawCalls.Load()
+	run.sdkServed, run.rawSent, run.undecoded = sdkCalls.Load()-sdkBefore, g.rawCalls.Load(), g.undecoded.Load()
 	// Malformed calls: the relay must refuse them as the SDK path does.
 	if mode == config.ModeMeta {
 		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": 5}}))
@@ -253,6 +259,12 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 			if raw.sdkServed != 0 || raw.rawSent != 6 || sdk.rawSent != 0 || sdk.sdkServed != 7 {
 				t.Errorf("paths taken: relay leg: %d calls on the SDK server, %d on the raw leg; SDK leg: %d on the SDK server, %d on the raw leg; want 0, 6, 7, 0",
 					raw.sdkServed, raw.rawSent, sdk.sdkServed, sdk.rawSent)
+			}
+			// The five results (echo twice, fails, leaks, steps) were
+			// answered from the upstream's bytes, undecoded, the secret
+			// leaks sends masked on them.
+			if raw.undecoded != 5 || sdk.undecoded != 0 {
+				t.Errorf("results answered undecoded: relay leg %d, SDK leg %d; want 5, 0", raw.undecoded, sdk.undecoded)
 			}
 			all := strings.Join(raw.answers, "\n")
 			if strings.Contains(all, "sk-relay") || !strings.Contains(all, "progress: client-token") && mode == config.ModePassthrough {

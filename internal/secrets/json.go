@@ -167,6 +167,89 @@ func (r *Redactor) Encoded(v any) (any, bool, error) {
 	return fresh.Elem().Interface(), true, nil
 }
 
+// CleanEncoding reports whether b, a value's encoding by encoding/json's
+// Marshal (whose only \u escapes are those of jsonEscaped), holds no known
+// secret: then Encoded leaves that value as it is, and b can be sent in
+// its place. It is the check Encoded makes on the encoding it writes.
+func (r *Redactor) CleanEncoding(b []byte) bool {
+	m := r.matcherFor()
+	return m == nil || !m.mayContainBytes(b)
+}
+
+// Canonical masks every known secret in b on its bytes, as JSON masks the
+// document b decodes to: each string value masked as decoded and written
+// back as Marshal writes it, each number whose digits hold a secret
+// written as 0. b must be in encoding/json's canonical form (Marshal's
+// escapes, compact, keys without escapes), which callers check, so a
+// secret, however it was spelt, is found in the decoded strings. ok is
+// false when the bytes path cannot give JSON's answer and the caller must
+// decode: a key holds a secret (JSON renames the key, which may reorder
+// the object), or b is not as expected. It returns b itself when nothing
+// was masked.
+func (r *Redactor) Canonical(b []byte) (out []byte, changed, ok bool) {
+	if r.CleanEncoding(b) {
+		return b, false, true
+	}
+	last := 0 // b[:last] is in out
+	for i := 0; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '"':
+			end := stringEnd(b, i)
+			if end < 0 {
+				return nil, false, false
+			}
+			var s string
+			if err := json.Unmarshal(b[i:end], &s); err != nil {
+				return nil, false, false
+			}
+			masked := r.String(s)
+			if end < len(b) && b[end] == ':' {
+				if masked != s && !protocolKeys[s] {
+					return nil, false, false
+				}
+			} else if masked != s {
+				enc, err := json.Marshal(masked)
+				if err != nil {
+					return nil, false, false
+				}
+				out = append(append(out, b[last:i]...), enc...)
+				last = end
+			}
+			i = end
+		case c == '-' || c >= '0' && c <= '9':
+			end := i + 1
+			for end < len(b) && bytes.IndexByte([]byte("+-.0123456789eE"), b[end]) >= 0 {
+				end++
+			}
+			if num := string(b[i:end]); r.String(num) != num {
+				out = append(append(out, b[last:i]...), '0')
+				last = end
+			}
+			i = end
+		default:
+			i++
+		}
+	}
+	if out == nil {
+		return b, false, true
+	}
+	return append(out, b[last:]...), true, true
+}
+
+// stringEnd returns the index after the JSON string token at b[i], or -1.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
 func (r *Redactor) matcherFor() *matcher {
 	if r == nil {
 		return nil
