@@ -103,14 +103,22 @@ type Log struct {
 	log      *slog.Logger
 	onAppend func([]byte)
 
-	mu   sync.Mutex  // one append at a time in this process; the flock orders processes
-	lock *os.File    // PATH.lock, flocked around every append
-	ck   *os.File    // PATH.checkpoint
-	f    *os.File    // the current file, O_APPEND
-	fst  os.FileInfo // f's identity, to tell whether the path still names it
-	end  int64       // f's size after this process's last write; -1 when unknown
-	seq  uint64
-	prev string
+	// qmu guards queue: the records waiting for the next commit.
+	qmu   sync.Mutex
+	queue []*pending
+	spare []*pending // the previous batch's slice, reused
+
+	mu  sync.Mutex     // one commit at a time in this process; the flock orders processes
+	pst syscall.Stat_t // the path's stat in catchUp, reused
+	// commits counts the batches written (for tests).
+	commits int
+	lock    *os.File    // PATH.lock, flocked around every append
+	ck      *os.File    // PATH.checkpoint
+	f       *os.File    // the current file, O_APPEND
+	fst     os.FileInfo // f's identity, to tell whether the path still names it
+	end     int64       // f's size after this process's last write; -1 when unknown
+	seq     uint64
+	prev    string
 	// first is the sequence number of the oldest record kept (rotation
 	// deletes older files), recorded in the checkpoint.
 	first uint64
@@ -196,9 +204,25 @@ func (l *Log) Head() Head {
 	return Head{}
 }
 
+// pending is a record waiting in the queue, and then its outcome.
+type pending struct {
+	body []byte
+	err  error
+	done bool
+}
+
+var pendingPool = sync.Pool{New: func() any { return new(pending) }}
+
 // Append writes e as the next record, filling Seq, Time (if zero), Prev and
 // Hash, and returns once it is written (durable with sync on). Every
 // string is redacted first, so no caller can write a secret in clear.
+//
+// Appends from several goroutines commit together: a record joins the
+// queue, and whichever caller holds the commit lock next writes every
+// queued record under one flock and one check of the file, then the
+// others find theirs written (or its error) and return. Each record is
+// still followed by its checkpoint, so a process stopped at any point
+// leaves at most one record past the checkpoint, as before.
 func (l *Log) Append(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
@@ -217,21 +241,78 @@ func (l *Log) Append(e Event) error {
 	}
 	*bp = body
 
+	p := pendingPool.Get().(*pending)
+	*p = pending{body: body}
+	l.qmu.Lock()
+	l.queue = append(l.queue, p)
+	l.qmu.Unlock()
+
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	if !p.done {
+		// Not written by an earlier commit: commit the queue, this
+		// record and those that joined while the lock was held.
+		l.qmu.Lock()
+		batch := l.queue
+		l.queue = l.spare[:0]
+		l.qmu.Unlock()
+		l.commit(batch)
+		clear(batch)
+		l.spare = batch
+	}
+	l.mu.Unlock()
+	err = p.err
+	*p = pending{}
+	pendingPool.Put(p)
+	return err
+}
+
+// commit writes a batch of records in order, under one flock, and sets
+// each one's outcome. Called with mu held.
+func (l *Log) commit(batch []*pending) {
+	finish := func(from int, err error) {
+		for _, p := range batch[from:] {
+			p.err, p.done = err, true
+		}
+	}
 	if l.f == nil {
-		return errors.New("audit: the log is closed")
+		finish(0, errors.New("audit: the log is closed"))
+		return
 	}
 	if err := flock(l.lock, syscall.LOCK_EX); err != nil {
-		return err
+		finish(0, err)
+		return
 	}
 	defer flock(l.lock, syscall.LOCK_UN)
 	size, err := l.catchUp(false)
 	if err != nil {
-		return err
+		finish(0, err)
+		return
 	}
-	e.Seq = l.seq + 1
-	line, hash := appendLine(l.line[:0], e.Seq, body, l.prev)
+	l.commits++
+	written := 0
+	defer func() {
+		if written > 0 {
+			l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
+		}
+	}()
+	for i, p := range batch {
+		if size, err = l.write(p.body, size); err != nil {
+			// The file's state is unknown past a failure: the rest of
+			// the batch fails too, and the next append starts afresh.
+			finish(i, err)
+			return
+		}
+		p.done = true
+		written++
+	}
+}
+
+// write appends one record (body from encodeBody) to a file of size
+// bytes, then its checkpoint, and returns the file's new size. Called
+// with mu and the flock held, after catchUp.
+func (l *Log) write(body []byte, size int64) (int64, error) {
+	seq := l.seq + 1
+	line, hash := appendLine(l.line[:0], seq, body, l.prev)
 	if cap(line) <= maxPooled {
 		l.line = line
 	} else {
@@ -239,8 +320,9 @@ func (l *Log) Append(e Event) error {
 	}
 	var drop []string
 	if l.maxSize > 0 && size > 0 && size+int64(len(line)) > l.maxSize {
-		if drop, err = l.rotate(e.Seq); err != nil {
-			return err
+		var err error
+		if drop, err = l.rotate(seq); err != nil {
+			return 0, err
 		}
 		size = 0
 	}
@@ -251,19 +333,21 @@ func (l *Log) Append(e Event) error {
 			_ = l.f.Truncate(size)
 		}
 		l.end = -1
-		return fmt.Errorf("audit: write %s: %v", l.path, err)
+		return 0, fmt.Errorf("audit: write %s: %v", l.path, err)
 	}
-	l.end = size + int64(len(line))
+	size += int64(len(line))
+	l.end = size
 	if l.sync {
 		if err := l.f.Sync(); err != nil {
-			return fmt.Errorf("audit: sync %s: %v", l.path, err)
+			l.end = -1
+			return 0, fmt.Errorf("audit: sync %s: %v", l.path, err)
 		}
 	}
-	l.seq, l.prev = e.Seq, hash
+	l.seq, l.prev = seq, hash
 	if err := writeCheckpoint(l.ck, &l.ckbuf, checkpoint{Seq: l.seq, Hash: l.prev, First: l.first}, l.sync); err != nil {
-		return err
+		l.end = -1
+		return 0, err
 	}
-	l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
 	if l.onAppend != nil {
 		l.onAppend(append([]byte(nil), line...))
 	}
@@ -273,7 +357,7 @@ func (l *Log) Append(e Event) error {
 			l.log.Warn("audit: remove rotated file", "path", p, "error", err)
 		}
 	}
-	return nil
+	return size, nil
 }
 
 // catchUp brings the in-memory chain state up to the file, under the lock:
@@ -284,8 +368,10 @@ func (l *Log) catchUp(opening bool) (int64, error) {
 	// One stat of the path: still the file open here (not rotated by
 	// another process, moved or deleted) and the size this process left it
 	// at, so nobody else wrote and the tail is ours.
+	// (syscall.Stat into a reused buffer: os.Stat allocates.)
 	if l.end >= 0 && l.fst != nil {
-		if pst, err := os.Stat(l.path); err == nil && os.SameFile(pst, l.fst) && pst.Size() == l.end {
+		if fst, ok := l.fst.Sys().(*syscall.Stat_t); ok && syscall.Stat(l.path, &l.pst) == nil &&
+			l.pst.Dev == fst.Dev && l.pst.Ino == fst.Ino && l.pst.Size == l.end {
 			return l.end, nil
 		}
 	}

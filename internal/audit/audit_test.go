@@ -493,3 +493,117 @@ func FuzzVerify(f *testing.F) {
 		Read(p, func(*Event) error { return nil })
 	})
 }
+
+// queued holds the commit lock while n appends from as many goroutines
+// join the queue, then lets them commit; it returns each one's error.
+func queued(t *testing.T, l *Log, n int, before func()) []error {
+	t.Helper()
+	l.mu.Lock()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = l.Append(Event{Type: ToolCalled, Tool: fmt.Sprint("q", i)})
+		}()
+	}
+	for {
+		l.qmu.Lock()
+		k := len(l.queue)
+		l.qmu.Unlock()
+		if k == n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if before != nil {
+		before()
+	}
+	l.mu.Unlock()
+	wg.Wait()
+	return errs
+}
+
+// TestGroupCommit: appends that arrive while another commits are written
+// together, in one commit, each once; the chain verifies and every
+// caller gets its record written.
+func TestGroupCommit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	l := mustOpen(t, p, Options{NoSync: true})
+	defer l.Close()
+	mustAppend(t, l, Event{Type: Search})
+	before := l.commits
+	for i, err := range queued(t, l, 20, nil) {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if got := l.commits - before; got != 1 {
+		t.Fatalf("20 queued appends took %d commits, want 1", got)
+	}
+	// And under free contention, from many goroutines at once.
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				if err := l.Append(Event{Type: ToolCalled, Server: fmt.Sprint("g", g), Tool: fmt.Sprint(i)}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rep, err := Verify(p)
+	if err != nil || rep.Records != 421 || rep.Last != 421 || rep.PastCheckpoint != 0 {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+	seen := map[string]int{}
+	Read(p, func(e *Event) error { seen[e.Server+"/"+e.Tool]++; return nil })
+	for g := range 8 {
+		for i := range 50 {
+			if k := fmt.Sprint("g", g, "/", i); seen[k] != 1 {
+				t.Fatalf("record %s written %d times", k, seen[k])
+			}
+		}
+	}
+	for i := range 20 {
+		if k := fmt.Sprint("/q", i); seen[k] != 1 {
+			t.Fatalf("record %s written %d times", k, seen[k])
+		}
+	}
+	if h := l.Head(); h.Seq != 421 {
+		t.Fatalf("Head = %+v", h)
+	}
+}
+
+// TestGroupCommitFailure: when the write fails, every caller whose record
+// was in the failed commit gets the error, none of those records is in
+// the log, and the next append continues the chain.
+func TestGroupCommitFailure(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	l := mustOpen(t, p, Options{NoSync: true})
+	defer l.Close()
+	mustAppend(t, l, Event{Type: Search})
+	good := l.f
+	ro, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	errs := queued(t, l, 5, func() { l.f = ro }) // writes to it fail
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "audit: write") {
+			t.Fatalf("append %d in the failed commit = %v, want the write error", i, err)
+		}
+	}
+	l.mu.Lock()
+	l.f = good
+	l.mu.Unlock()
+	mustAppend(t, l, Event{Type: Search})
+	if rep, err := Verify(p); err != nil || rep.Records != 2 || rep.Last != 2 {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+}
