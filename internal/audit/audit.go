@@ -269,41 +269,39 @@ func (l *Log) Append(e Event) error {
 // commit writes a batch of records in order, under one flock, and sets
 // each one's outcome. Called with mu held.
 func (l *Log) commit(batch []*pending) {
-	finish := func(from int, err error) {
-		for _, p := range batch[from:] {
-			p.err, p.done = err, true
-		}
-	}
 	if l.f == nil {
-		finish(0, errors.New("audit: the log is closed"))
+		failed(batch, errors.New("audit: the log is closed"))
 		return
 	}
 	if err := flock(l.lock, syscall.LOCK_EX); err != nil {
-		finish(0, err)
+		failed(batch, err)
 		return
 	}
 	defer flock(l.lock, syscall.LOCK_UN)
 	size, err := l.catchUp(false)
 	if err != nil {
-		finish(0, err)
+		failed(batch, err)
 		return
 	}
 	l.commits++
-	written := 0
-	defer func() {
-		if written > 0 {
-			l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
-		}
-	}()
 	for i, p := range batch {
 		if size, err = l.write(p.body, size); err != nil {
 			// The file's state is unknown past a failure: the rest of
 			// the batch fails too, and the next append starts afresh.
-			finish(i, err)
-			return
+			failed(batch[i:], err)
+			break
 		}
 		p.done = true
-		written++
+	}
+	if batch[0].err == nil {
+		l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
+	}
+}
+
+// failed sets err as the outcome of every record of batch.
+func failed(batch []*pending, err error) {
+	for _, p := range batch {
+		p.err, p.done = err, true
 	}
 }
 
