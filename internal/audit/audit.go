@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -123,8 +124,11 @@ type Log struct {
 	// deletes older files), recorded in the checkpoint.
 	first uint64
 	head  atomic.Pointer[Head]
-	line  []byte               // the record being written, reused
-	ckbuf [checkpointSize]byte // the checkpoint being written
+	line  []byte // the record being written, reused
+	// tailBuf holds the last record read by catchUp, reused: another
+	// process's append makes every catchUp read one.
+	tailBuf []byte
+	ckbuf   [checkpointSize]byte // the checkpoint being written
 }
 
 // maxPooled is the largest buffer kept for reuse: one huge record does not
@@ -365,32 +369,40 @@ func (l *Log) write(body []byte, size int64) (int64, error) {
 func (l *Log) catchUp(opening bool) (int64, error) {
 	// One stat of the path: still the file open here (not rotated by
 	// another process, moved or deleted) and the size this process left it
-	// at, so nobody else wrote and the tail is ours.
-	// (syscall.Stat into a reused buffer: os.Stat allocates.)
-	if l.end >= 0 && l.fst != nil {
+	// at, so nobody else wrote and the tail is ours. Another process that
+	// wrote leaves the same file larger: its size is the stat's, and only
+	// the last record is read. (syscall.Stat into a reused buffer: os.Stat
+	// allocates.)
+	size, same := int64(-1), false
+	if l.fst != nil {
 		if fst, ok := l.fst.Sys().(*syscall.Stat_t); ok && syscall.Stat(l.path, &l.pst) == nil &&
-			l.pst.Dev == fst.Dev && l.pst.Ino == fst.Ino && l.pst.Size == l.end {
-			return l.end, nil
+			l.pst.Dev == fst.Dev && l.pst.Ino == fst.Ino {
+			if l.pst.Size == l.end {
+				return l.end, nil
+			}
+			size, same = l.pst.Size, true
 		}
 	}
-	if err := l.reopenIfMoved(); err != nil {
-		return 0, err
+	if !same {
+		if err := l.reopenIfMoved(); err != nil {
+			return 0, err
+		}
+		st, err := l.f.Stat()
+		if err != nil {
+			return 0, fmt.Errorf("audit: %v", err)
+		}
+		if size = st.Size(); size == l.end {
+			return l.end, nil // nobody else wrote: the tail is ours
+		}
 	}
-	st, err := l.f.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("audit: %v", err)
-	}
-	if st.Size() == l.end {
-		return l.end, nil // nobody else wrote: the tail is ours
-	}
-	tail, tailFile, err := lastRecord(l.path, l.f)
+	tail, tailFile, err := lastRecord(l.path, l.f, size, &l.tailBuf)
 	if err != nil {
 		return 0, err
 	}
 	if err := l.reopenCheckpoint(); err != nil {
 		return 0, err
 	}
-	ck, err := readCheckpoint(l.path)
+	ck, err := l.readCheckpoint()
 	if err != nil {
 		return 0, err
 	}
@@ -430,9 +442,21 @@ func (l *Log) catchUp(opening bool) (int64, error) {
 			"run `toolgate audit verify`, and to start a new chain move the log files and the checkpoint aside",
 			where, seq, hash, checkpointPath(l.path), ck.Seq, ck.Hash)
 	}
-	l.seq, l.prev, l.end = seq, hash, st.Size()
+	l.seq, l.prev, l.end = seq, hash, size
 	l.head.Store(&Head{Seq: seq, Hash: hash})
-	return st.Size(), nil
+	return size, nil
+}
+
+// readCheckpoint reads the checkpoint through the open file (reopened by
+// reopenCheckpoint if the path names another): no open and close per
+// append. A file larger than a checkpoint is left to readCheckpoint.
+func (l *Log) readCheckpoint() (*checkpoint, error) {
+	var buf [checkpointSize + 1]byte
+	n, err := l.ck.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) || n > checkpointSize {
+		return readCheckpoint(l.path)
+	}
+	return parseCheckpoint(l.path, buf[:n])
 }
 
 // reopenIfMoved reopens the path when the open file is no longer there

@@ -607,3 +607,106 @@ func TestGroupCommitFailure(t *testing.T) {
 		t.Fatalf("Verify = %+v, %v", rep, err)
 	}
 }
+
+// TestCatchUpAfterAnotherWriter: two Logs on one file (as two processes)
+// take turns; each append continues from the other's last record, whether
+// that record fits the first tail read or is longer, and a log truncated
+// by someone else is still refused.
+func TestCatchUpAfterAnotherWriter(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	a := mustOpen(t, p, Options{NoSync: true})
+	defer a.Close()
+	b := mustOpen(t, p, Options{NoSync: true})
+	defer b.Close()
+	big := strings.Repeat("x", 3*tailRead)
+	for i := range 12 {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		f := map[string]any{"i": i}
+		if i%3 == 0 {
+			f["big"] = big // longer than the first read from the end
+		}
+		mustAppend(t, l, Event{Type: ToolCalled, Tool: fmt.Sprint("t", i), Fields: f})
+	}
+	rep, err := Verify(p)
+	if err != nil || rep.Records != 12 || rep.PastCheckpoint != 0 {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+	if a.Head().Seq != 11 || b.Head().Seq != 12 {
+		t.Fatalf("heads %+v %+v", a.Head(), b.Head())
+	}
+	data, _ := os.ReadFile(p)
+	lines := strings.SplitAfter(string(data), "\n")
+	os.WriteFile(p, []byte(strings.Join(lines[:10], "")), 0o600) // the last 2 removed
+	if err := a.Append(Event{Type: Search}); err == nil || !strings.Contains(err.Error(), "says seq 12") {
+		t.Fatalf("Append after another's records were removed = %v, want a refusal", err)
+	}
+}
+
+// BenchmarkAppendTwoWriters: two Logs on one file take turns, as several
+// gateway processes on one state folder do: every append follows the
+// other's.
+func BenchmarkAppendTwoWriters(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "a.jsonl")
+	ls := [2]*Log{mustOpen(b, p, Options{NoSync: true}), mustOpen(b, p, Options{NoSync: true})}
+	defer ls[0].Close()
+	defer ls[1].Close()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ls[i%2].Append(Event{Type: ToolCalled, Server: "fs", Tool: "read_file", Fields: map[string]any{"duration_ms": 1.5}})
+		i++
+	}
+}
+
+// chainOf (the tail read without decoding) gives what parseRecord gives
+// for the records this package writes, and declines what it is not sure
+// of, leaving it to parseRecord.
+func TestChainOf(t *testing.T) {
+	e := Event{Seq: 42, Type: ToolCalled, Tool: "t", Prev: genesis, Fields: map[string]any{"k": "v"}}
+	line, hash, err := encodeReflect(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := []byte(strings.TrimSuffix(string(line), "\n"))
+	got, ok := chainOf(raw)
+	if !ok || got.Seq != 42 || got.Prev != genesis || got.Hash != hash {
+		t.Fatalf("chainOf = %+v, %v", got, ok)
+	}
+	rehash := func(s string) []byte { // a record edited and hashed again
+		s = s[:len(s)-hashSuffix] + emptyHash
+		return []byte(s[:len(s)-len(emptyHash)] + `"hash":"` + hashOf([]byte(s)) + `"}`)
+	}
+	for name, bad := range map[string][]byte{
+		"edited":        []byte(strings.Replace(string(raw), `"t"`, `"u"`, 1)),
+		"duplicate seq": rehash(strings.Replace(string(raw), `"type"`, `"seq":7,"type"`, 1)),
+		"leading zero":  rehash(strings.Replace(string(raw), `"seq":42`, `"seq":042`, 1)),
+		"not json":      rehash(strings.Replace(string(raw), `"type":`, `"type"`, 1)),
+		"short":         raw[:40],
+	} {
+		if _, ok := chainOf(bad); ok {
+			t.Errorf("%s: chainOf accepted %s", name, bad)
+		}
+	}
+	if _, ok := chainOf(rehash(string(raw))); !ok {
+		t.Fatal("rehash breaks a good record")
+	}
+}
+
+func FuzzChainOf(f *testing.F) {
+	e := Event{Seq: 3, Type: Search, Prev: genesis}
+	line, _, _ := encodeReflect(&e)
+	f.Add(line[:len(line)-1])
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := chainOf(raw)
+		if !ok {
+			return
+		}
+		want, err := parseRecord(raw)
+		if err != nil || want.Seq != got.Seq || want.Prev != got.Prev || want.Hash != got.Hash {
+			t.Fatalf("chainOf = %+v; parseRecord = %+v, %v", got, want, err)
+		}
+	})
+}
