@@ -85,7 +85,22 @@ func (f *Frontend) Claim(line []byte) bool {
 		if !f.Peel(m.Name) {
 			return false
 		}
-		c := Call{ID: bytes.Clone(m.ID), Name: m.Name, Arguments: bytes.Clone(m.Arguments), Meta: bytes.Clone(m.Meta)}
+		// One copy of the line, the call's slices taken from it (the
+		// line's bytes are the reader's, valid only during Claim).
+		own := bytes.Clone(line)
+		at := func(b []byte) []byte {
+			if b == nil {
+				return nil
+			}
+			// b is a slice of line (Parse only reslices), so its offset
+			// in line is the difference of their capacities.
+			i := cap(line) - cap(b)
+			if i < 0 || i+len(b) > len(own) || !bytes.Equal(own[i:i+len(b)], b) {
+				return bytes.Clone(b)
+			}
+			return own[i : i+len(b) : i+len(b)]
+		}
+		c := Call{ID: at(m.ID), Name: m.Name, Arguments: at(m.Arguments), Meta: at(m.Meta)}
 		ctx, cancel := context.WithCancel(f.Ctx)
 		f.mu.Lock()
 		if f.inflight == nil {
