@@ -9,7 +9,9 @@
 // since, and continues from there. The last sequence number and hash are
 // kept in a checkpoint (PATH.checkpoint, rewritten whole under the same
 // lock) so that a removed tail, an emptied or a deleted log is caught too.
-// The log rotates by size into PATH.<first seq>, the chain continuing
+// Within a process, appends that arrive together commit together (one
+// flock and one check of the file), each record followed by its
+// checkpoint. The log rotates by size into PATH.<first seq>, the chain continuing
 // across files.
 //
 // Append returns only after the record and its checkpoint reached the
