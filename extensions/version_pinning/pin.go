@@ -76,6 +76,7 @@ type Pinner struct {
 
 	mu       sync.Mutex
 	hashes   map[string]map[*mcp.Tool]string // server → its last listed definitions' hashes, by pointer (the catalogue's)
+	called   map[*mcp.Tool]string            // hashes of definitions calls carried that listing did not (see hashOf)
 	reported map[string][]string             // server\x00tool → definitions recorded as detections, oldest first
 }
 
@@ -302,15 +303,35 @@ func describe(server, tool, status string) string {
 	return fmt.Sprintf("the definition of tool %q of server %q changed since it was pinned", tool, server)
 }
 
-// hashOf returns the hash of a catalogued definition, computed at list time.
+// calledCache bounds Pinner.called; past it the cache starts again.
+const calledCache = 1024
+
+// hashDef is Hash (a variable so a test can count the hashings).
+var hashDef = Hash
+
+// hashOf returns the hash of a definition: computed at list time for the
+// pointers listing saw, and once per pointer for the others (the
+// catalogue hands calls the definitions it decoded from its store, not
+// the listed ones). Definitions are never modified (CallRequest.Def), so
+// a pointer's hash stays its hash; a changed definition is a new pointer.
 func (p *Pinner) hashOf(server string, d *mcp.Tool) string {
 	p.mu.Lock()
 	h, ok := p.hashes[server][d]
+	if !ok {
+		h, ok = p.called[d]
+	}
 	p.mu.Unlock()
 	if ok {
 		return h
 	}
-	return Hash(d)
+	h = hashDef(d)
+	p.mu.Lock()
+	if p.called == nil || len(p.called) >= calledCache {
+		p.called = make(map[*mcp.Tool]string)
+	}
+	p.called[d] = h
+	p.mu.Unlock()
+	return h
 }
 
 // unreadable is the refusal of a call whose pin could not be read: one

@@ -9,7 +9,9 @@
 // since, and continues from there. The last sequence number and hash are
 // kept in a checkpoint (PATH.checkpoint, rewritten whole under the same
 // lock) so that a removed tail, an emptied or a deleted log is caught too.
-// The log rotates by size into PATH.<first seq>, the chain continuing
+// Within a process, appends that arrive together commit together (one
+// flock and one check of the file), each record followed by its
+// checkpoint. The log rotates by size into PATH.<first seq>, the chain continuing
 // across files.
 //
 // Append returns only after the record and its checkpoint reached the
@@ -22,6 +24,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -103,20 +106,31 @@ type Log struct {
 	log      *slog.Logger
 	onAppend func([]byte)
 
-	mu   sync.Mutex  // one append at a time in this process; the flock orders processes
-	lock *os.File    // PATH.lock, flocked around every append
-	ck   *os.File    // PATH.checkpoint
-	f    *os.File    // the current file, O_APPEND
-	fst  os.FileInfo // f's identity, to tell whether the path still names it
-	end  int64       // f's size after this process's last write; -1 when unknown
-	seq  uint64
-	prev string
+	// qmu guards queue: the records waiting for the next commit.
+	qmu   sync.Mutex
+	queue []*pending
+	spare []*pending // the previous batch's slice, reused
+
+	mu  sync.Mutex     // one commit at a time in this process; the flock orders processes
+	pst syscall.Stat_t // the path's stat in catchUp, reused
+	// commits counts the batches written (for tests).
+	commits int
+	lock    *os.File    // PATH.lock, flocked around every append
+	ck      *os.File    // PATH.checkpoint
+	f       *os.File    // the current file, O_APPEND
+	fst     os.FileInfo // f's identity, to tell whether the path still names it
+	end     int64       // f's size after this process's last write; -1 when unknown
+	seq     uint64
+	prev    string
 	// first is the sequence number of the oldest record kept (rotation
 	// deletes older files), recorded in the checkpoint.
 	first uint64
 	head  atomic.Pointer[Head]
-	line  []byte               // the record being written, reused
-	ckbuf [checkpointSize]byte // the checkpoint being written
+	line  []byte // the record being written, reused
+	// tailBuf holds the last record read by catchUp, reused: another
+	// process's append makes every catchUp read one.
+	tailBuf []byte
+	ckbuf   [checkpointSize]byte // the checkpoint being written
 }
 
 // maxPooled is the largest buffer kept for reuse: one huge record does not
@@ -196,9 +210,25 @@ func (l *Log) Head() Head {
 	return Head{}
 }
 
+// pending is a record waiting in the queue, and then its outcome.
+type pending struct {
+	body []byte
+	err  error
+	done bool
+}
+
+var pendingPool = sync.Pool{New: func() any { return new(pending) }}
+
 // Append writes e as the next record, filling Seq, Time (if zero), Prev and
 // Hash, and returns once it is written (durable with sync on). Every
 // string is redacted first, so no caller can write a secret in clear.
+//
+// Appends from several goroutines commit together: a record joins the
+// queue, and whichever caller holds the commit lock next writes every
+// queued record under one flock and one check of the file, then the
+// others find theirs written (or its error) and return. Each record is
+// still followed by its checkpoint, so a process stopped at any point
+// leaves at most one record past the checkpoint, as before.
 func (l *Log) Append(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
@@ -217,21 +247,76 @@ func (l *Log) Append(e Event) error {
 	}
 	*bp = body
 
+	p := pendingPool.Get().(*pending)
+	*p = pending{body: body}
+	l.qmu.Lock()
+	l.queue = append(l.queue, p)
+	l.qmu.Unlock()
+
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	if !p.done {
+		// Not written by an earlier commit: commit the queue, this
+		// record and those that joined while the lock was held.
+		l.qmu.Lock()
+		batch := l.queue
+		l.queue = l.spare[:0]
+		l.qmu.Unlock()
+		l.commit(batch)
+		clear(batch)
+		l.spare = batch
+	}
+	l.mu.Unlock()
+	err = p.err
+	*p = pending{}
+	pendingPool.Put(p)
+	return err
+}
+
+// commit writes a batch of records in order, under one flock, and sets
+// each one's outcome. Called with mu held.
+func (l *Log) commit(batch []*pending) {
 	if l.f == nil {
-		return errors.New("audit: the log is closed")
+		failed(batch, errors.New("audit: the log is closed"))
+		return
 	}
 	if err := flock(l.lock, syscall.LOCK_EX); err != nil {
-		return err
+		failed(batch, err)
+		return
 	}
 	defer flock(l.lock, syscall.LOCK_UN)
 	size, err := l.catchUp(false)
 	if err != nil {
-		return err
+		failed(batch, err)
+		return
 	}
-	e.Seq = l.seq + 1
-	line, hash := appendLine(l.line[:0], e.Seq, body, l.prev)
+	l.commits++
+	for i, p := range batch {
+		if size, err = l.write(p.body, size); err != nil {
+			// The file's state is unknown past a failure: the rest of
+			// the batch fails too, and the next append starts afresh.
+			failed(batch[i:], err)
+			break
+		}
+		p.done = true
+	}
+	if batch[0].err == nil {
+		l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
+	}
+}
+
+// failed sets err as the outcome of every record of batch.
+func failed(batch []*pending, err error) {
+	for _, p := range batch {
+		p.err, p.done = err, true
+	}
+}
+
+// write appends one record (body from encodeBody) to a file of size
+// bytes, then its checkpoint, and returns the file's new size. Called
+// with mu and the flock held, after catchUp.
+func (l *Log) write(body []byte, size int64) (int64, error) {
+	seq := l.seq + 1
+	line, hash := appendLine(l.line[:0], seq, body, l.prev)
 	if cap(line) <= maxPooled {
 		l.line = line
 	} else {
@@ -239,8 +324,9 @@ func (l *Log) Append(e Event) error {
 	}
 	var drop []string
 	if l.maxSize > 0 && size > 0 && size+int64(len(line)) > l.maxSize {
-		if drop, err = l.rotate(e.Seq); err != nil {
-			return err
+		var err error
+		if drop, err = l.rotate(seq); err != nil {
+			return 0, err
 		}
 		size = 0
 	}
@@ -251,19 +337,21 @@ func (l *Log) Append(e Event) error {
 			_ = l.f.Truncate(size)
 		}
 		l.end = -1
-		return fmt.Errorf("audit: write %s: %v", l.path, err)
+		return 0, fmt.Errorf("audit: write %s: %v", l.path, err)
 	}
-	l.end = size + int64(len(line))
+	size += int64(len(line))
+	l.end = size
 	if l.sync {
 		if err := l.f.Sync(); err != nil {
-			return fmt.Errorf("audit: sync %s: %v", l.path, err)
+			l.end = -1
+			return 0, fmt.Errorf("audit: sync %s: %v", l.path, err)
 		}
 	}
-	l.seq, l.prev = e.Seq, hash
+	l.seq, l.prev = seq, hash
 	if err := writeCheckpoint(l.ck, &l.ckbuf, checkpoint{Seq: l.seq, Hash: l.prev, First: l.first}, l.sync); err != nil {
-		return err
+		l.end = -1
+		return 0, err
 	}
-	l.head.Store(&Head{Seq: l.seq, Hash: l.prev})
 	if l.onAppend != nil {
 		l.onAppend(append([]byte(nil), line...))
 	}
@@ -273,7 +361,7 @@ func (l *Log) Append(e Event) error {
 			l.log.Warn("audit: remove rotated file", "path", p, "error", err)
 		}
 	}
-	return nil
+	return size, nil
 }
 
 // catchUp brings the in-memory chain state up to the file, under the lock:
@@ -283,30 +371,40 @@ func (l *Log) Append(e Event) error {
 func (l *Log) catchUp(opening bool) (int64, error) {
 	// One stat of the path: still the file open here (not rotated by
 	// another process, moved or deleted) and the size this process left it
-	// at, so nobody else wrote and the tail is ours.
-	if l.end >= 0 && l.fst != nil {
-		if pst, err := os.Stat(l.path); err == nil && os.SameFile(pst, l.fst) && pst.Size() == l.end {
-			return l.end, nil
+	// at, so nobody else wrote and the tail is ours. Another process that
+	// wrote leaves the same file larger: its size is the stat's, and only
+	// the last record is read. (syscall.Stat into a reused buffer: os.Stat
+	// allocates.)
+	size, same := int64(-1), false
+	if l.fst != nil {
+		if fst, ok := l.fst.Sys().(*syscall.Stat_t); ok && syscall.Stat(l.path, &l.pst) == nil &&
+			l.pst.Dev == fst.Dev && l.pst.Ino == fst.Ino {
+			if l.pst.Size == l.end {
+				return l.end, nil
+			}
+			size, same = l.pst.Size, true
 		}
 	}
-	if err := l.reopenIfMoved(); err != nil {
-		return 0, err
+	if !same {
+		if err := l.reopenIfMoved(); err != nil {
+			return 0, err
+		}
+		st, err := l.f.Stat()
+		if err != nil {
+			return 0, fmt.Errorf("audit: %v", err)
+		}
+		if size = st.Size(); size == l.end {
+			return l.end, nil // nobody else wrote: the tail is ours
+		}
 	}
-	st, err := l.f.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("audit: %v", err)
-	}
-	if st.Size() == l.end {
-		return l.end, nil // nobody else wrote: the tail is ours
-	}
-	tail, tailFile, err := lastRecord(l.path, l.f)
+	tail, tailFile, err := lastRecord(l.path, l.f, size, &l.tailBuf)
 	if err != nil {
 		return 0, err
 	}
 	if err := l.reopenCheckpoint(); err != nil {
 		return 0, err
 	}
-	ck, err := readCheckpoint(l.path)
+	ck, err := l.readCheckpoint()
 	if err != nil {
 		return 0, err
 	}
@@ -346,9 +444,21 @@ func (l *Log) catchUp(opening bool) (int64, error) {
 			"run `toolgate audit verify`, and to start a new chain move the log files and the checkpoint aside",
 			where, seq, hash, checkpointPath(l.path), ck.Seq, ck.Hash)
 	}
-	l.seq, l.prev, l.end = seq, hash, st.Size()
+	l.seq, l.prev, l.end = seq, hash, size
 	l.head.Store(&Head{Seq: seq, Hash: hash})
-	return st.Size(), nil
+	return size, nil
+}
+
+// readCheckpoint reads the checkpoint through the open file (reopened by
+// reopenCheckpoint if the path names another): no open and close per
+// append. A file larger than a checkpoint is left to readCheckpoint.
+func (l *Log) readCheckpoint() (*checkpoint, error) {
+	var buf [checkpointSize + 1]byte
+	n, err := l.ck.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) || n > checkpointSize {
+		return readCheckpoint(l.path)
+	}
+	return parseCheckpoint(l.path, buf[:n])
 }
 
 // reopenIfMoved reopens the path when the open file is no longer there

@@ -493,3 +493,220 @@ func FuzzVerify(f *testing.F) {
 		Read(p, func(*Event) error { return nil })
 	})
 }
+
+// queued holds the commit lock while n appends from as many goroutines
+// join the queue, then lets them commit; it returns each one's error.
+func queued(t *testing.T, l *Log, n int, before func()) []error {
+	t.Helper()
+	l.mu.Lock()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = l.Append(Event{Type: ToolCalled, Tool: fmt.Sprint("q", i)})
+		}()
+	}
+	for {
+		l.qmu.Lock()
+		k := len(l.queue)
+		l.qmu.Unlock()
+		if k == n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if before != nil {
+		before()
+	}
+	l.mu.Unlock()
+	wg.Wait()
+	return errs
+}
+
+// TestGroupCommit: appends that arrive while another commits are written
+// together, in one commit, each once; the chain verifies and every
+// caller gets its record written.
+func TestGroupCommit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	l := mustOpen(t, p, Options{NoSync: true})
+	defer l.Close()
+	mustAppend(t, l, Event{Type: Search})
+	before := l.commits
+	for i, err := range queued(t, l, 20, nil) {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if got := l.commits - before; got != 1 {
+		t.Fatalf("20 queued appends took %d commits, want 1", got)
+	}
+	// And under free contention, from many goroutines at once.
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				if err := l.Append(Event{Type: ToolCalled, Server: fmt.Sprint("g", g), Tool: fmt.Sprint(i)}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rep, err := Verify(p)
+	if err != nil || rep.Records != 421 || rep.Last != 421 || rep.PastCheckpoint != 0 {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+	seen := map[string]int{}
+	Read(p, func(e *Event) error { seen[e.Server+"/"+e.Tool]++; return nil })
+	for g := range 8 {
+		for i := range 50 {
+			if k := fmt.Sprint("g", g, "/", i); seen[k] != 1 {
+				t.Fatalf("record %s written %d times", k, seen[k])
+			}
+		}
+	}
+	for i := range 20 {
+		if k := fmt.Sprint("/q", i); seen[k] != 1 {
+			t.Fatalf("record %s written %d times", k, seen[k])
+		}
+	}
+	if h := l.Head(); h.Seq != 421 {
+		t.Fatalf("Head = %+v", h)
+	}
+}
+
+// TestGroupCommitFailure: when the write fails, every caller whose record
+// was in the failed commit gets the error, none of those records is in
+// the log, and the next append continues the chain.
+func TestGroupCommitFailure(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	l := mustOpen(t, p, Options{NoSync: true})
+	defer l.Close()
+	mustAppend(t, l, Event{Type: Search})
+	good := l.f
+	ro, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	errs := queued(t, l, 5, func() { l.f = ro }) // writes to it fail
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "audit: write") {
+			t.Fatalf("append %d in the failed commit = %v, want the write error", i, err)
+		}
+	}
+	l.mu.Lock()
+	l.f = good
+	l.mu.Unlock()
+	mustAppend(t, l, Event{Type: Search})
+	if rep, err := Verify(p); err != nil || rep.Records != 2 || rep.Last != 2 {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+}
+
+// TestCatchUpAfterAnotherWriter: two Logs on one file (as two processes)
+// take turns; each append continues from the other's last record, whether
+// that record fits the first tail read or is longer, and a log truncated
+// by someone else is still refused.
+func TestCatchUpAfterAnotherWriter(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	a := mustOpen(t, p, Options{NoSync: true})
+	defer a.Close()
+	b := mustOpen(t, p, Options{NoSync: true})
+	defer b.Close()
+	big := strings.Repeat("x", 3*tailRead)
+	for i := range 12 {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		f := map[string]any{"i": i}
+		if i%3 == 0 {
+			f["big"] = big // longer than the first read from the end
+		}
+		mustAppend(t, l, Event{Type: ToolCalled, Tool: fmt.Sprint("t", i), Fields: f})
+	}
+	rep, err := Verify(p)
+	if err != nil || rep.Records != 12 || rep.PastCheckpoint != 0 {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+	if a.Head().Seq != 11 || b.Head().Seq != 12 {
+		t.Fatalf("heads %+v %+v", a.Head(), b.Head())
+	}
+	data, _ := os.ReadFile(p)
+	lines := strings.SplitAfter(string(data), "\n")
+	os.WriteFile(p, []byte(strings.Join(lines[:10], "")), 0o600) // the last 2 removed
+	if err := a.Append(Event{Type: Search}); err == nil || !strings.Contains(err.Error(), "says seq 12") {
+		t.Fatalf("Append after another's records were removed = %v, want a refusal", err)
+	}
+}
+
+// BenchmarkAppendTwoWriters: two Logs on one file take turns, as several
+// gateway processes on one state folder do: every append follows the
+// other's.
+func BenchmarkAppendTwoWriters(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "a.jsonl")
+	ls := [2]*Log{mustOpen(b, p, Options{NoSync: true}), mustOpen(b, p, Options{NoSync: true})}
+	defer ls[0].Close()
+	defer ls[1].Close()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ls[i%2].Append(Event{Type: ToolCalled, Server: "fs", Tool: "read_file", Fields: map[string]any{"duration_ms": 1.5}})
+		i++
+	}
+}
+
+// chainOf (the tail read without decoding) gives what parseRecord gives
+// for the records this package writes, and declines what it is not sure
+// of, leaving it to parseRecord.
+func TestChainOf(t *testing.T) {
+	e := Event{Seq: 42, Type: ToolCalled, Tool: "t", Prev: genesis, Fields: map[string]any{"k": "v"}}
+	line, hash, err := encodeReflect(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := []byte(strings.TrimSuffix(string(line), "\n"))
+	got, ok := chainOf(raw)
+	if !ok || got.Seq != 42 || got.Prev != genesis || got.Hash != hash {
+		t.Fatalf("chainOf = %+v, %v", got, ok)
+	}
+	rehash := func(s string) []byte { // a record edited and hashed again
+		s = s[:len(s)-hashSuffix] + emptyHash
+		return []byte(s[:len(s)-len(emptyHash)] + `"hash":"` + hashOf([]byte(s)) + `"}`)
+	}
+	for name, bad := range map[string][]byte{
+		"edited":        []byte(strings.Replace(string(raw), `"t"`, `"u"`, 1)),
+		"duplicate seq": rehash(strings.Replace(string(raw), `"type"`, `"seq":7,"type"`, 1)),
+		"leading zero":  rehash(strings.Replace(string(raw), `"seq":42`, `"seq":042`, 1)),
+		"not json":      rehash(strings.Replace(string(raw), `"type":`, `"type"`, 1)),
+		"short":         raw[:40],
+	} {
+		if _, ok := chainOf(bad); ok {
+			t.Errorf("%s: chainOf accepted %s", name, bad)
+		}
+	}
+	if _, ok := chainOf(rehash(string(raw))); !ok {
+		t.Fatal("rehash breaks a good record")
+	}
+}
+
+func FuzzChainOf(f *testing.F) {
+	e := Event{Seq: 3, Type: Search, Prev: genesis}
+	line, _, _ := encodeReflect(&e)
+	f.Add(line[:len(line)-1])
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := chainOf(raw)
+		if !ok {
+			return
+		}
+		want, err := parseRecord(raw)
+		if err != nil || want.Seq != got.Seq || want.Prev != got.Prev || want.Hash != got.Hash {
+			t.Fatalf("chainOf = %+v; parseRecord = %+v, %v", got, want, err)
+		}
+	})
+}

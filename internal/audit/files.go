@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -88,11 +89,19 @@ type checkpoint struct {
 // readCheckpoint returns nil when there is no checkpoint (or an empty one).
 func readCheckpoint(path string) (*checkpoint, error) {
 	b, err := os.ReadFile(checkpointPath(path))
-	if errors.Is(err, fs.ErrNotExist) || err == nil && len(bytes.TrimSpace(b)) == 0 {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("audit: %v", err)
+	}
+	return parseCheckpoint(path, b)
+}
+
+// parseCheckpoint decodes the checkpoint of the log at path from its bytes.
+func parseCheckpoint(path string, b []byte) (*checkpoint, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, nil
 	}
 	var c checkpoint
 	if err := json.Unmarshal(b, &c); err != nil || len(c.Hash) != 64 || c.First == 0 {
@@ -139,8 +148,10 @@ func writeCheckpoint(f *os.File, buf *[checkpointSize]byte, c checkpoint, sync b
 // lastRecord returns the chain's last record: the last line of the open
 // current file or, when that is empty (just rotated), of the newest rotated
 // file, whose name it returns. nil when the log is empty.
-func lastRecord(path string, cur *os.File) (*Event, string, error) {
-	raw, err := lastLine(cur)
+//
+// size is cur's size, buf a buffer to reuse for reading it.
+func lastRecord(path string, cur *os.File, size int64, buf *[]byte) (*Event, string, error) {
+	raw, err := lastLineAt(cur, size, buf)
 	if err != nil {
 		return nil, "", fmt.Errorf("audit %s: %v", path, err)
 	}
@@ -163,11 +174,58 @@ func lastRecord(path string, cur *os.File) (*Event, string, error) {
 			return nil, "", nil
 		}
 	}
-	e, err := parseRecord(raw)
+	e, ok := chainOf(raw)
+	if !ok {
+		e, err = parseRecord(raw)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("audit %s: the last record is damaged (%q...): %v; run `toolgate audit verify` and move the log files aside", where, truncate(string(raw), 40), err)
 	}
 	return e, where, nil
+}
+
+// chainOf reads what continuing the chain needs of a record (seq, prev
+// and hash) without decoding it, when it has the layout this package
+// writes: valid JSON, starting {"seq":N, with no other "seq" key, ending
+// "prev":"<hex>","hash":"<hex>"} (keys a decoder takes the last of), and
+// its bytes hash to its hash. Anything else: false, for parseRecord.
+func chainOf(raw []byte) (*Event, bool) {
+	const pre, prev, hash = `{"seq":`, `,"prev":"`, `","hash":"`
+	tail := len(prev) + 64 + len(hash) + 64 + len(`"}`)
+	if !bytes.HasPrefix(raw, []byte(pre)) || len(raw) < len(pre)+2+tail {
+		return nil, false
+	}
+	var seq uint64
+	i := len(pre)
+	for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+		if seq > (math.MaxUint64-9)/10 {
+			return nil, false
+		}
+		seq = seq*10 + uint64(raw[i]-'0')
+	}
+	if i == len(pre) || i == len(raw) || raw[i] != ',' || raw[len(pre)] == '0' {
+		return nil, false
+	}
+	t := raw[len(raw)-tail:]
+	p, h := t[len(prev):len(prev)+64], t[len(prev)+64+len(hash):len(t)-2]
+	if !bytes.HasPrefix(t, []byte(prev)) || !bytes.HasPrefix(t[len(prev)+64:], []byte(hash)) || !isHex(p) || !isHex(h) ||
+		bytes.Count(raw, []byte(`"seq":`)) != 1 || !json.Valid(raw) {
+		return nil, false
+	}
+	stated, actual, ok := rawHash(raw)
+	if !ok || stated != actual {
+		return nil, false
+	}
+	return &Event{Seq: seq, Prev: string(p), Hash: stated}, true
+}
+
+func isHex(b []byte) bool {
+	for _, c := range b {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // errEdited is a record whose bytes do not hash to the hash it states.
@@ -252,12 +310,40 @@ func lastLine(f *os.File) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	size := st.Size()
+	return lastLineAt(f, st.Size(), nil)
+}
+
+// tailRead is the first read from a log's end: a record is most often
+// shorter.
+const tailRead = 4 << 10
+
+// lastLineAt is lastLine for a file of size bytes. With buf, the first
+// tailRead bytes are read into *buf (kept for the next call) rather than
+// a new buffer, and the line returned is only valid until then.
+func lastLineAt(f *os.File, size int64, buf *[]byte) ([]byte, error) {
 	if size == 0 {
 		return nil, nil
 	}
+	if buf != nil {
+		n := min(size, tailRead)
+		if int64(cap(*buf)) < n {
+			*buf = make([]byte, tailRead)
+		}
+		b := (*buf)[:n]
+		if _, err := f.ReadAt(b, size-n); err != nil && err != io.EOF {
+			return nil, err
+		}
+		trimmed := bytes.TrimRight(b, "\n")
+		if i := bytes.LastIndexByte(trimmed, '\n'); i >= 0 {
+			return trimmed[i+1:], nil
+		}
+		if n == size && len(trimmed) > 0 {
+			return trimmed, nil
+		}
+		// A longer record, or only newlines here: read as below.
+	}
 	const chunk = 64 * 1024
-	var buf []byte
+	var acc []byte
 	for off := size; off > 0; {
 		n := int64(chunk)
 		if off < n {
@@ -268,8 +354,8 @@ func lastLine(f *os.File) ([]byte, error) {
 		if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
 			return nil, err
 		}
-		buf = append(b, buf...)
-		trimmed := bytes.TrimRight(buf, "\n")
+		acc = append(b, acc...)
+		trimmed := bytes.TrimRight(acc, "\n")
 		if i := bytes.LastIndexByte(trimmed, '\n'); i >= 0 {
 			return trimmed[i+1:], nil
 		}

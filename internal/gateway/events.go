@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +66,11 @@ func (g *Gateway) emit(ctx context.Context, e extension.Event) {
 
 // record appends one event to the audit log (written before it returns).
 func (g *Gateway) record(ctx context.Context, e extension.Event) error {
-	g.log.DebugContext(ctx, "event", "type", e.Type, "server", e.Server, "tool", e.Tool, "action", e.Action, "reason", e.Reason)
+	// Guarded: the call boxes ten values, on every event, even when debug
+	// logging is off.
+	if g.log.Enabled(ctx, slog.LevelDebug) {
+		g.log.DebugContext(ctx, "event", "type", e.Type, "server", e.Server, "tool", e.Tool, "action", e.Action, "reason", e.Reason)
+	}
 	g.metrics.observe(e)
 	g.observe(ctx, e)
 	if g.audit == nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -29,6 +30,30 @@ type metrics struct {
 	// splits into an unknown server), and each distinct label value is a
 	// new time series kept forever; see Gateway.metricServer.
 	serverLabel func(string) string
+
+	// The series already looked up, by label values: WithLabelValues
+	// hashes the labels and takes the vector's lock on every event.
+	mu             sync.RWMutex
+	eventSeries    map[[2]string]prometheus.Counter
+	decisionSeries map[[3]string]prometheus.Counter
+	callSeries     map[[2]string]prometheus.Counter
+	durationSeries map[string]prometheus.Observer
+}
+
+// series returns m[k], made by mk on first use. Label values are bounded
+// (see serverLabel), as the vectors' own series are.
+func series[K comparable, V any](mu *sync.RWMutex, m map[K]V, k K, mk func() V) V {
+	mu.RLock()
+	v, ok := m[k]
+	mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = mk()
+	mu.Lock()
+	m[k] = v
+	mu.Unlock()
+	return v
 }
 
 func newMetrics() *metrics {
@@ -57,13 +82,17 @@ func newMetrics() *metrics {
 			Name: "toolgate_http_sessions_evicted_total", Help: "Sessions closed because http.max_sessions was reached (least recently used first).",
 		}),
 	}
+	m.eventSeries = map[[2]string]prometheus.Counter{}
+	m.decisionSeries = map[[3]string]prometheus.Counter{}
+	m.callSeries = map[[2]string]prometheus.Counter{}
+	m.durationSeries = map[string]prometheus.Observer{}
 	m.reg.MustRegister(m.calls, m.decisions, m.duration, m.searches, m.events, m.sessions, m.sessionsEvicted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) observe(e extension.Event) {
-	m.events.WithLabelValues(e.Type, e.Action).Inc()
+	series(&m.mu, m.eventSeries, [2]string{e.Type, e.Action}, func() prometheus.Counter { return m.events.WithLabelValues(e.Type, e.Action) }).Inc()
 	server := "unknown"
 	if m.serverLabel != nil {
 		server = m.serverLabel(e.Server)
@@ -72,7 +101,7 @@ func (m *metrics) observe(e extension.Event) {
 	case audit.Search:
 		m.searches.Inc()
 	case audit.ToolCallIntercepted:
-		m.decisions.WithLabelValues(server, e.Action, e.Reason).Inc()
+		series(&m.mu, m.decisionSeries, [3]string{server, e.Action, e.Reason}, func() prometheus.Counter { return m.decisions.WithLabelValues(server, e.Action, e.Reason) }).Inc()
 	case audit.ToolCalled:
 		outcome := "ok"
 		if e.Action == "error" {
@@ -80,9 +109,9 @@ func (m *metrics) observe(e extension.Event) {
 		} else if isErr, _ := e.Fields["is_error"].(bool); isErr {
 			outcome = "tool_error"
 		}
-		m.calls.WithLabelValues(server, outcome).Inc()
+		series(&m.mu, m.callSeries, [2]string{server, outcome}, func() prometheus.Counter { return m.calls.WithLabelValues(server, outcome) }).Inc()
 		if ms, ok := e.Fields["duration_ms"].(float64); ok {
-			m.duration.WithLabelValues(server).Observe(float64(ms) / 1000)
+			series(&m.mu, m.durationSeries, server, func() prometheus.Observer { return m.duration.WithLabelValues(server) }).Observe(float64(ms) / 1000)
 		}
 	}
 }

@@ -572,7 +572,8 @@ func (g *Gateway) runMeta(ctx context.Context, sc scope, req *extension.CallRequ
 
 // intercepted records the gateway's decision on a call.
 func (g *Gateway) intercepted(ctx context.Context, req *extension.CallRequest, action, reason string) error {
-	fields := map[string]any{"phase": "request"}
+	fields := make(map[string]any, 3)
+	fields["phase"] = "request"
 	if t, ok := g.cat.Lookup(req.ToolName); ok {
 		fields["tool_hash"] = t.Hash
 	}

@@ -48,8 +48,8 @@ func Parse(msg []byte) (Message, error) {
 		return m, ErrFallback
 	}
 	var version bool
-	err := members(msg, func(key string, val []byte) error {
-		switch key {
+	err := members(msg, func(key, val []byte) error {
+		switch string(key) {
 		case "jsonrpc":
 			if string(val) != `"2.0"` {
 				return ErrFallback
@@ -91,8 +91,8 @@ func Parse(msg []byte) (Message, error) {
 			return Message{}, ErrFallback
 		}
 		var named bool
-		err := members(m.Params, func(key string, val []byte) error {
-			switch key {
+		err := members(m.Params, func(key, val []byte) error {
+			switch string(key) {
 			case "name":
 				s, ok := plainString(val)
 				if !ok {
@@ -125,7 +125,7 @@ func plainString(tok []byte) (string, bool) {
 
 // members calls f with each member of the JSON object obj (valid JSON),
 // in order. A key with an escape, or one seen before, is ErrFallback.
-func members(obj []byte, f func(key string, val []byte) error) error {
+func members(obj []byte, f func(key, val []byte) error) error {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return ErrFallback
@@ -134,7 +134,7 @@ func members(obj []byte, f func(key string, val []byte) error) error {
 	if i < len(obj) && obj[i] == '}' {
 		return nil
 	}
-	var seen [8]string
+	var seen [8][]byte // compared as bytes: a string per key cost an allocation each
 	n := 0
 	for i < len(obj) {
 		end := stringEnd(obj, i)
@@ -145,9 +145,9 @@ func members(obj []byte, f func(key string, val []byte) error) error {
 		if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
 			return ErrFallback
 		}
-		key := string(raw)
+		key := raw
 		for _, k := range seen[:min(n, len(seen))] {
-			if k == key {
+			if bytes.Equal(k, key) {
 				return ErrFallback
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -111,4 +112,66 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// The frontend serves calls on a bounded set of long-lived workers: calls
+// one after another reuse one worker, calls beyond MaxWorkers at once are
+// still served at once (none waits for another, so a cancellation is never
+// stuck behind a slow call), and the workers stop when Ctx ends.
+func TestFrontendWorkers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	release := make(chan struct{})
+	started := make(chan struct{}, 8)
+	f := &Frontend{
+		Ctx: ctx, Out: &LockedWriter{W: out}, MaxWorkers: 2,
+		Peel: func(string) bool { return true },
+		Serve: func(ctx context.Context, c Call) Answer {
+			if c.Name == "block" {
+				started <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return Answer{Result: []byte(`{}`)}
+		},
+	}
+	call := func(id int, name string) {
+		if !f.Claim([]byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"` + name + `"}}`)) {
+			t.Fatalf("call %d not claimed", id)
+		}
+	}
+	for i := range 50 {
+		call(i, "quick")
+		f.Wait()
+	}
+	// The worker that answered may not be waiting again yet when the next
+	// call comes: at most two serve them all.
+	if f.workers > 2 || f.extra != 0 {
+		t.Fatalf("50 calls one after another started %d workers and %d goroutines, want at most 2 workers", f.workers, f.extra)
+	}
+	// Four calls at once with two workers: all four run together.
+	for i := range 4 {
+		call(100+i, "block")
+	}
+	for range 4 {
+		<-started
+	}
+	if f.workers != 2 || f.extra < 2 {
+		t.Fatalf("%d workers and %d goroutines of their own, want MaxWorkers (2) and the rest", f.workers, f.extra)
+	}
+	// A cancellation still reaches one of them.
+	if !f.Claim([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":103}}`)) {
+		t.Fatal("cancellation not claimed")
+	}
+	close(release)
+	f.Wait()
+	if n := strings.Count(out.String(), "\n"); n != 54 {
+		t.Fatalf("%d answers, want 54", n)
+	}
+	cancel()
+	done := make(chan struct{})
+	go func() { f.Wait(); close(done) }()
+	<-done // the workers stopped (a leak would hang here)
 }

@@ -141,6 +141,36 @@ func TestLifecycleIdleStopAndTransparentRestart(t *testing.T) {
 	})
 }
 
+// A call during the idle window moves the stop to idle_timeout after
+// that call: the timer set for the first call finds a later deadline when
+// it fires and waits for the rest.
+func TestLifecycleIdleStopMovesWithEachCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, s, _ := newFake(t, config.Server{IdleTimeout: secs(60)})
+		defer m.Close()
+		echo(t, s, "one")
+		time.Sleep(40 * time.Second)
+		echo(t, s, "two")
+		time.Sleep(21 * time.Second) // past the first call's deadline
+		synctest.Wait()
+		if st := wantState(t, s, StateIdle); st.Starts != 1 {
+			t.Fatalf("restarted: %+v", st)
+		}
+		time.Sleep(38 * time.Second) // 99 s: 59 s after the second call
+		synctest.Wait()
+		wantState(t, s, StateIdle)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		wantState(t, s, StateStopped)
+		echo(t, s, "three") // and the timer serves the next connection too
+		time.Sleep(61 * time.Second)
+		synctest.Wait()
+		if st := wantState(t, s, StateStopped); st.Starts != 2 {
+			t.Fatalf("after the second idle stop: %+v", st)
+		}
+	})
+}
+
 func TestLifecycleIdleZeroNeverStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, s, _ := newFake(t, config.Server{IdleTimeout: secs(0)})

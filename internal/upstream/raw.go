@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -111,9 +112,18 @@ func (r *rawLeg) fail(err error) {
 	}
 }
 
-// call sends params (a tools/call params object) and waits for the answer
-// or ctx. A context that ends first sends notifications/cancelled.
-func (r *rawLeg) call(ctx context.Context, params []byte) (rawReply, error) {
+// timers are the call timeout's timers, reused: a context.WithTimeout
+// per call cost a context, a timer and a cancel registration each time.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// call sends params (a tools/call params object) and waits for the answer,
+// ctx or the timeout (errCallTimeout). A call that ends unanswered sends
+// notifications/cancelled.
+func (r *rawLeg) call(ctx context.Context, params []byte, timeout time.Duration) (rawReply, error) {
 	bp := bufPool.Get().(*[]byte)
 	buf := append((*bp)[:0], rawIDPrefix...)
 	buf = strconv.AppendUint(buf, r.seq.Add(1), 10)
@@ -141,22 +151,32 @@ func (r *rawLeg) call(ctx context.Context, params []byte) (rawReply, error) {
 		r.mu.Unlock()
 		return rawReply{}, err
 	}
+	t := timers.Get().(*time.Timer)
+	t.Reset(timeout)
+	defer func() {
+		t.Stop() // since Go 1.23, no stale tick is left to receive
+		timers.Put(t)
+	}()
+	var reason error
 	select {
 	case rep := <-ch:
 		return rep, rep.err
 	case <-ctx.Done():
-		if !r.forget(id) {
-			return <-ch, nil // answered as it was cancelled
-		}
-		var note []byte
-		note = append(note, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`...)
-		note = append(note, id...)
-		note = append(note, `,"reason":"`...)
-		note = append(note, ctx.Err().Error()...)
-		note = append(note, "\"}}\n"...)
-		_, _ = r.w.Write(note)
-		return rawReply{}, ctx.Err()
+		err, reason = ctx.Err(), ctx.Err()
+	case <-t.C:
+		err, reason = errCallTimeout, context.DeadlineExceeded
 	}
+	if !r.forget(id) {
+		return <-ch, nil // answered as it ended
+	}
+	var note []byte
+	note = append(note, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`...)
+	note = append(note, id...)
+	note = append(note, `,"reason":"`...)
+	note = append(note, reason.Error()...)
+	note = append(note, "\"}}\n"...)
+	_, _ = r.w.Write(note)
+	return rawReply{}, err
 }
 
 // forget drops a pending call; false if its answer was already delivered.
@@ -214,11 +234,9 @@ type rawOutcome struct {
 }
 
 func (s *Server) rawOnce(ctx context.Context, c *conn, params []byte) (rawOutcome, error) {
-	cctx, cancel := context.WithTimeoutCause(ctx, s.callTimeout, errCallTimeout)
-	defer cancel()
-	rep, err := c.raw.call(cctx, params)
+	rep, err := c.raw.call(ctx, params, s.callTimeout)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(context.Cause(cctx), errCallTimeout) {
+		if ctx.Err() == nil && errors.Is(err, errCallTimeout) {
 			return rawOutcome{sent: true}, fmt.Errorf("server %q did not answer within %s (its call_timeout); the call was cancelled upstream", s.cfg.Name, s.callTimeout)
 		}
 		if ctx.Err() != nil {

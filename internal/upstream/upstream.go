@@ -298,15 +298,19 @@ type Server struct {
 	egress      *egress.Proxy  // nil: egress off
 	probe       probe          // what the HTTP exchanges of the last start saw
 
-	mu        sync.Mutex
-	conn      *conn      // the live connection, nil when down
-	starting  *startCall // the start in progress, if any
-	closed    bool       // removed, or the manager closed: never starts again
-	failed    bool       // down because of a failure rather than a stop
-	lastErr   error
-	idleGen   uint64 // invalidates armed idle timers
+	mu       sync.Mutex
+	conn     *conn      // the live connection, nil when down
+	starting *startCall // the start in progress, if any
+	closed   bool       // removed, or the manager closed: never starts again
+	failed   bool       // down because of a failure rather than a stop
+	lastErr  error
+	// The idle stop: one timer per server, armed lazily. A call moves
+	// idleAt and leaves the timer alone; when the timer fires before
+	// idleAt it sets itself again for the rest (a new AfterFunc per call
+	// cost a timer and a closure on every call).
 	idleTimer *time.Timer
-	idleAt    time.Time // when the armed idle timer fires
+	idleSet   bool      // idleTimer is set to fire (or firing)
+	idleAt    time.Time // when the connection stops if no call comes; zero: not armed
 	started   time.Time
 	lastCall  time.Time
 	starts    int
@@ -544,35 +548,50 @@ func (s *Server) release(c *conn, call, ok bool) {
 
 // armIdle (s.mu held) schedules the idle stop of the current connection.
 func (s *Server) armIdle() {
-	s.disarmIdle()
 	if s.idle <= 0 {
+		s.idleAt = time.Time{}
 		return
 	}
-	gen := s.idleGen
 	s.idleAt = time.Now().Add(s.idle)
-	s.idleTimer = time.AfterFunc(s.idle, func() { s.idleExpired(gen) })
-}
-
-// disarmIdle (s.mu held) cancels any armed idle stop.
-func (s *Server) disarmIdle() {
-	s.idleGen++
-	if s.idleTimer != nil {
-		s.idleTimer.Stop()
-		s.idleTimer = nil
+	switch {
+	case s.idleTimer == nil:
+		s.idleTimer = time.AfterFunc(s.idle, s.idleExpired)
+	case !s.idleSet:
+		s.idleTimer.Reset(s.idle)
 	}
-	s.idleAt = time.Time{}
+	s.idleSet = true
 }
 
-func (s *Server) idleExpired(gen uint64) {
+// disarmIdle (s.mu held) cancels any armed idle stop: the timer, if set,
+// finds nothing to do when it fires.
+func (s *Server) disarmIdle() { s.idleAt = time.Time{} }
+
+// stopIdle (s.mu held) cancels any armed idle stop and its timer.
+func (s *Server) stopIdle() {
+	s.idleAt = time.Time{}
+	if s.idleTimer != nil && s.idleTimer.Stop() {
+		s.idleSet = false
+	}
+}
+
+func (s *Server) idleExpired() {
 	s.mu.Lock()
+	s.idleSet = false
 	c := s.conn
-	if gen != s.idleGen || c == nil || c.inflight > 0 || s.closed {
+	if s.idleAt.IsZero() || c == nil || c.inflight > 0 || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	if d := time.Until(s.idleAt); d > 0 {
+		// A call came since the timer was set: wait for the rest.
+		s.idleTimer.Reset(d)
+		s.idleSet = true
 		s.mu.Unlock()
 		return
 	}
 	s.conn = nil
 	s.fails = 0
-	s.idleTimer, s.idleAt = nil, time.Time{}
+	s.idleAt = time.Time{}
 	s.m.bg.Add(1)
 	s.mu.Unlock()
 	defer s.m.bg.Done()
@@ -692,7 +711,7 @@ func (s *Server) lost(c *conn, err error) {
 		return
 	}
 	s.conn = nil
-	s.disarmIdle()
+	s.stopIdle()
 	if err == nil || errors.Is(err, io.EOF) {
 		err = errors.New("the server closed the connection")
 	}
@@ -973,7 +992,7 @@ func (s *Server) stop(final bool) {
 	s.mu.Lock()
 	c := s.conn
 	s.conn = nil
-	s.disarmIdle()
+	s.stopIdle()
 	s.mu.Unlock()
 	if c != nil {
 		c.close()
