@@ -82,7 +82,10 @@ type Gateway struct {
 	noRaw bool // Options.SDKCalls
 	// rawCalls counts the tool calls sent on a raw leg (the tests check
 	// that the leg is taken).
-	rawCalls         atomic.Uint64
+	rawCalls atomic.Uint64
+	// httpPeeled counts the tool calls the HTTP frontend's relay answered
+	// (the tests check which path a call took).
+	httpPeeled       atomic.Uint64
 	cfg              *config.Config
 	log              *slog.Logger
 	stateDir         string
