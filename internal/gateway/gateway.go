@@ -83,9 +83,13 @@ type Gateway struct {
 	// rawCalls counts the tool calls sent on a raw leg (the tests check
 	// that the leg is taken).
 	rawCalls atomic.Uint64
+
 	// httpPeeled counts the tool calls the HTTP frontend's relay answered
-	// (the tests check which path a call took).
-	httpPeeled       atomic.Uint64
+	// (the tests check which path a call took); httpSessions is the
+	// session limiter of the HTTP handler made last.
+	httpPeeled   atomic.Uint64
+	httpSessions atomic.Pointer[sessionLimiter]
+
 	cfg              *config.Config
 	log              *slog.Logger
 	stateDir         string

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
@@ -84,11 +86,20 @@ type legRun struct {
 	// frontend's relay), rawSent those sent on the upstream's raw leg.
 	sdkServed int64
 	rawSent   uint64
+	// httpPeeled counts the calls the HTTP frontend's relay answered.
+	httpPeeled uint64
 }
 
 // runLeg drives a gateway (mode, and whether calls take the SDK client or
-// the raw leg) through the same calls.
-func runLeg(t *testing.T, mode string, sdk bool) legRun {
+// the raw leg) through the same calls, from a client on its stdio
+// frontend.
+func runLeg(t *testing.T, mode string, sdk bool) legRun { return runFrontLeg(t, "stdio", mode, sdk) }
+
+// runFrontLeg is runLeg from a client on front: "stdio" (over pipes) or
+// "http" (streamable HTTP, a stateful session). With sdk set, calls take
+// the SDK's path on both sides (the SDK server, the SDK client); without,
+// the frontend's relay and the upstream's raw leg.
+func runFrontLeg(t *testing.T, front, mode string, sdk bool) legRun {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -102,7 +113,7 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		Filters:  config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold},
 	}
 	ctx := context.Background()
-	g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir(), SDKCalls: sdk, Redactor: secrets.NewRedactor(relaySecret)})
+	g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir(), SDKCalls: sdk, Redactor: secrets.NewRedactor(relaySecret), Extensions: []extension.Extension{refuser{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,25 +127,42 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 			return next(ctx, method, req)
 		}
 	})
-	// The client talks to the stdio frontend (over pipes), the revision
-	// real clients speak, so tools/call can take the relay.
-	cr, gw := io.Pipe()
-	gr, cw := io.Pipe()
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- g.serveIO(sctx, gr, gw) }()
-	t.Cleanup(func() { stop(); cw.Close(); <-served })
-	ct := &mcp.IOTransport{Reader: cr, Writer: cw}
+	// The client speaks the revision real clients speak, so tools/call can
+	// take the relay.
+	var ct mcp.Transport
+	switch front {
+	case "stdio":
+		cr, gw := io.Pipe()
+		gr, cw := io.Pipe()
+		sctx, stop := context.WithCancel(ctx)
+		served := make(chan error, 1)
+		go func() { served <- g.serveIO(sctx, gr, gw) }()
+		t.Cleanup(func() { stop(); cw.Close(); <-served })
+		ct = &mcp.IOTransport{Reader: cr, Writer: cw}
+	case "http":
+		hs := httptest.NewServer(g.HTTPHandler())
+		t.Cleanup(hs.Close)
+		ct = &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}
+	}
+	var mu sync.Mutex
 	var progress []string
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
 			progress = append(progress, fmt.Sprint(req.Params.ProgressToken, req.Params.Progress))
+			mu.Unlock()
 		},
 	}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	if front == "http" && mode == config.ModePassthrough {
+		// In passthrough mode the relay takes a session's calls once its
+		// client has the GET stream open, which the SDK client opens
+		// after initialize (see ptMode.relaysDuringCall).
+		waitStreaming(t, g, cs.ID())
+	}
 
 	var run legRun
 	answer := func(res *mcp.CallToolResult, err error) {
@@ -156,14 +184,20 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		{"leaks", map[string]any{}},
 		{"steps", map[string]any{}},
 		{"hidden_nonexistent", map[string]any{}},
+		{"echo", map[string]any{"mode": "deny"}}, // refused by a filter
+		{"echo", map[string]any{"mode": "fail"}}, // a filter failed
 	}
+	sdkBefore := sdkCalls.Load()
 	if mode == config.ModeMeta {
+		// Before search_tools, the discovery gate refuses the call.
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{}}}))
+		before := sdkCalls.Load()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echoes fails refuses leaks progress", "top_k": 10}})
 		if err != nil || res.IsError {
 			t.Fatalf("search: %v %+v", err, res)
 		}
+		sdkBefore += sdkCalls.Load() - before // search_tools is the SDK server's on every path
 	}
-	sdkBefore := sdkCalls.Load()
 	for _, c := range calls {
 		if mode == config.ModeMeta {
 			answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__" + c.tool, "arguments": c.args}}))
@@ -175,7 +209,7 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		}
 		answer(cs.CallTool(ctx, p))
 	}
-	run.sdkServed, run.rawSent = sdkCalls.Load()-sdkBefore, g.rawCalls.Load()
+	run.sdkServed, run.rawSent, run.httpPeeled = sdkCalls.Load()-sdkBefore, g.rawCalls.Load(), g.httpPeeled.Load()
 	// Malformed calls: the relay must refuse them as the SDK path does.
 	if mode == config.ModeMeta {
 		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": 5}}))
@@ -185,7 +219,9 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: []any{1}}))
 		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: "text"}))
 	}
+	mu.Lock()
 	run.answers = append(run.answers, "progress: "+strings.Join(progress, ","))
+	mu.Unlock()
 
 	f, err := os.Open(g.AuditPath())
 	if err != nil {
@@ -250,9 +286,13 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 			// Each leg took its path: the relay served every call (none
 			// reached the SDK server) and sent the six that reach the
 			// upstream on the raw leg; the SDK's leg sent none there.
-			if raw.sdkServed != 0 || raw.rawSent != 6 || sdk.rawSent != 0 || sdk.sdkServed != 7 {
-				t.Errorf("paths taken: relay leg: %d calls on the SDK server, %d on the raw leg; SDK leg: %d on the SDK server, %d on the raw leg; want 0, 6, 7, 0",
-					raw.sdkServed, raw.rawSent, sdk.sdkServed, sdk.rawSent)
+			want := 9
+			if mode == config.ModeMeta {
+				want++ // the call the gate refuses
+			}
+			if raw.sdkServed != 0 || raw.rawSent != 6 || sdk.rawSent != 0 || sdk.sdkServed != int64(want) {
+				t.Errorf("paths taken: relay leg: %d calls on the SDK server, %d on the raw leg; SDK leg: %d on the SDK server, %d on the raw leg; want 0, 6, %d, 0",
+					raw.sdkServed, raw.rawSent, sdk.sdkServed, sdk.rawSent, want)
 			}
 			all := strings.Join(raw.answers, "\n")
 			if strings.Contains(all, "sk-relay") || !strings.Contains(all, "progress: client-token") && mode == config.ModePassthrough {
@@ -260,6 +300,62 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Tool calls from an HTTP client take the HTTP frontend's relay (but for
+// one with a progress token, whose progress goes on the SDK's request
+// stream), and to a stdio server the raw leg; the SDK's path on both must
+// give the same answers, audit records and metrics, in both modes.
+func TestHTTPRelayMatchesSDKPath(t *testing.T) {
+	for _, mode := range []string{config.ModeMeta, config.ModePassthrough} {
+		t.Run(mode, func(t *testing.T) {
+			sdk, raw := runFrontLeg(t, "http", mode, true), runFrontLeg(t, "http", mode, false)
+			for _, c := range []struct {
+				what      string
+				sdk, raw  []string
+				mustExist string
+			}{
+				{"answers", sdk.answers, raw.answers, "refused upstream"},
+				{"audit records", sdk.audit, raw.audit, `"type":"tool_called"`},
+				{"metrics", sdk.metrics, raw.metrics, "toolgate_tool_calls_total"},
+			} {
+				if !slices.Equal(c.sdk, c.raw) {
+					t.Errorf("%s differ:\nsdk: %s\nraw: %s", c.what, strings.Join(c.sdk, "\n     "), strings.Join(c.raw, "\n     "))
+				}
+				if !strings.Contains(strings.Join(c.raw, "\n"), c.mustExist) {
+					t.Errorf("%s: %q not exercised:\n%s", c.what, c.mustExist, strings.Join(c.raw, "\n"))
+				}
+			}
+			// Meta mode has one more call, the gate's refusal; in
+			// passthrough the call with a progress token is the SDK's.
+			calls, sdkServed := 9, int64(1)
+			if mode == config.ModeMeta {
+				calls, sdkServed = 10, 0
+			}
+			if raw.sdkServed != sdkServed || raw.httpPeeled != uint64(calls)-uint64(sdkServed) || raw.rawSent != 6 ||
+				sdk.sdkServed != int64(calls) || sdk.httpPeeled != 0 || sdk.rawSent != 0 {
+				t.Errorf("paths taken: relay: %d calls on the SDK server, %d on the relay, %d on the raw leg; SDK: %d, %d, %d; want %d, %d, 6; %d, 0, 0",
+					raw.sdkServed, raw.httpPeeled, raw.rawSent, sdk.sdkServed, sdk.httpPeeled, sdk.rawSent,
+					sdkServed, int64(calls)-sdkServed, calls)
+			}
+			all := strings.Join(raw.answers, "\n")
+			if strings.Contains(all, "sk-relay") || !strings.Contains(all, "progress: client-token") && mode == config.ModePassthrough {
+				t.Errorf("answers leak the secret or miss the progress:\n%s", all)
+			}
+		})
+	}
+}
+
+// waitStreaming waits until the HTTP session id has its GET stream open.
+func waitStreaming(t *testing.T, g *Gateway, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		l := g.httpSessions.Load()
+		if s := l.lookup(id); s != nil && l.streaming(s) {
+			return
+		}
+	}
+	t.Fatalf("session %s never opened its GET stream", id)
 }
 
 // BenchmarkStdioCall is one tool call through the gateway (a client on

@@ -90,6 +90,7 @@ func (g *Gateway) httpHandler(t httpTimeouts, listen string) http.Handler {
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.servers[scopeStateless] },
 		&mcp.StreamableHTTPOptions{Logger: sdkLogger(g.log), Stateless: true, JSONResponse: true, PropagateRequestCancellation: true, DisableLocalhostProtection: true})
 	sessions := newSessionLimiter(g.servers[scopeConnection], g.cfg.HTTP.SessionLimit(), g.cfg.HTTP.SessionIdle(), g.metrics, g.log)
+	g.httpSessions.Store(sessions)
 	statefulLimited := sessions.handler(g.httpRelay(sessions, stateful))
 	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessVersion {

@@ -66,14 +66,46 @@ func (l *sessionLimiter) handler(h http.Handler) http.Handler {
 			http.Error(w, "too many sessions are being opened at once; retry later", http.StatusServiceUnavailable)
 			return
 		}
-		h.ServeHTTP(w, r)
 		var user string
 		if ti := sdkauth.TokenInfoFromContext(r.Context()); ti != nil {
 			user = ti.UserID // what the SDK binds the session to
 		}
-		l.register(w.Header().Get("Mcp-Session-Id"), user)
+		// The session is live from its first answer on: the client may use
+		// it (a GET stream, a call the relay takes) before this request's
+		// handler has returned.
+		rw := &registerOnAnswer{ResponseWriter: w, register: func() { l.register(w.Header().Get("Mcp-Session-Id"), user) }}
+		h.ServeHTTP(rw, r)
+		rw.registerOnce()
 	})
 }
+
+// registerOnAnswer calls register once, when the response's header is
+// written (or by registerOnce, if it never is).
+type registerOnAnswer struct {
+	http.ResponseWriter
+	register func()
+	once     sync.Once // the SDK may write from another goroutine
+}
+
+func (w *registerOnAnswer) registerOnce() { w.once.Do(w.register) }
+
+func (w *registerOnAnswer) WriteHeader(code int) {
+	w.registerOnce()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *registerOnAnswer) Write(b []byte) (int, error) {
+	w.registerOnce()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *registerOnAnswer) Flush() {
+	w.registerOnce()
+	_ = http.NewResponseController(w.ResponseWriter).Flush() // http.Flusher has no error to return
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *registerOnAnswer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // use marks a session as in use until done is called, so an idle session
 // is evicted before it; a POST also holds off its idle timeout (a GET
