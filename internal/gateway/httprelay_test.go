@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,101 @@ func TestHTTPRelayKeepsItsSessionAlive(t *testing.T) {
 	}
 	if code, body, _ := post(t, url, "alice-key", id, relayCall, nil); code != http.StatusNotFound {
 		t.Errorf("a call on the closed session: %d %s; want 404", code, body)
+	}
+}
+
+// A client that goes away cancels the call the relay is serving (the SDK's
+// stateful handler lets it run on), and so does the end of its session.
+func TestHTTPRelayCancelsWithTheClient(t *testing.T) {
+	g, url := relayGateway(t, false, nil)
+	id := openAs(t, url, "alice-key")
+	if code, body, _ := post(t, url, "alice-key", id, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"waits until cancelled"}}}`, nil); code != http.StatusOK || !strings.Contains(body, "up__waits") {
+		t.Fatalf("search_tools: %d %s", code, body)
+	}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"call_tool","arguments":{"tool_name":"up__waits"}}}`
+	// Allowed calls, and calls that ended (with any outcome), so far.
+	allowed := func() float64 { return metricSum(t, g, "toolgate_call_decisions_total{", `action="allow"`) }
+	ended := func() float64 { return metricSum(t, g, "toolgate_tool_calls_total{", "") }
+
+	// send posts the call until ctx ends; done is closed when it has.
+	send := func(ctx context.Context) (done chan struct{}) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(call))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer alice-key")
+		req.Header.Set("Mcp-Session-Id", id)
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+		return done
+	}
+
+	// The client goes away.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := send(ctx)
+	waitFor(t, "the call to reach the upstream", func() bool { return allowed() == 1 })
+	if ended() != 0 || g.httpPeeled.Load() != 0 {
+		t.Fatalf("the call ended (%v) or was answered (%d) before its client went away", ended(), g.httpPeeled.Load())
+	}
+	cancel()
+	<-done
+	waitFor(t, "the call to end when its client went away", func() bool { return ended() == 1 })
+
+	// The session ends (DELETE) with a call in flight.
+	done = send(context.Background())
+	waitFor(t, "the second call to reach the upstream", func() bool { return allowed() == 2 })
+	del, _ := http.NewRequest(http.MethodDelete, url, nil)
+	del.Header.Set("Authorization", "Bearer alice-key")
+	del.Header.Set("Mcp-Session-Id", id)
+	if resp, err := http.DefaultClient.Do(del); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	waitFor(t, "the call to end with its session", func() bool { return ended() == 2 })
+	<-done
+}
+
+// metricSum adds up the values of g's metric lines that start with
+// prefix and contain label.
+func metricSum(t *testing.T, g *Gateway, prefix, label string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	g.metrics.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	var sum float64
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(l, prefix) && strings.Contains(l, label) {
+			f, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", l, err)
+			}
+			sum += f
+		}
+	}
+	return sum
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitFor waits until cond holds; what is the wait's subject, for the
+// failure.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited in vain for %s", what)
+		}
 	}
 }

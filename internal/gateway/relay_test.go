@@ -65,6 +65,10 @@ func stdioUpstream() *mcp.Server {
 		res.StructuredContent = map[string]any{"token": relaySecret, "nested": []any{relaySecret}}
 		return res, nil
 	})
+	s.AddTool(&mcp.Tool{Name: "waits", Description: "Waits until cancelled", InputSchema: obj}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
 	s.AddTool(&mcp.Tool{Name: "steps", Description: "Reports progress", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for i := 1; i <= progressSteps; i++ {
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: progressSteps}); err != nil {
