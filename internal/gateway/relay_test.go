@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
@@ -97,13 +98,17 @@ type legRun struct {
 // runLeg drives a gateway (mode, and whether calls take the SDK client or
 // the raw leg) through the same calls, from a client on its stdio
 // frontend.
-func runLeg(t *testing.T, mode string, sdk bool) legRun { return runFrontLeg(t, "stdio", mode, sdk) }
+func runLeg(t *testing.T, mode string, sdk bool) legRun {
+	return runFrontLeg(t, "stdio", "stdio", mode, sdk)
+}
 
 // runFrontLeg is runLeg from a client on front: "stdio" (over pipes) or
-// "http" (streamable HTTP, a stateful session). With sdk set, calls take
-// the SDK's path on both sides (the SDK server, the SDK client); without,
-// the frontend's relay and the upstream's raw leg.
-func runFrontLeg(t *testing.T, front, mode string, sdk bool) legRun {
+// "http" (streamable HTTP, a stateful session), to the upstream up:
+// "stdio", or streamable HTTP answering on SSE streams ("http") or as JSON
+// ("http-json"). With sdk set, calls take the SDK's path on both sides
+// (the SDK server, the SDK client); without, the frontend's relay and the
+// upstream's raw leg.
+func runFrontLeg(t *testing.T, front, up, mode string, sdk bool) legRun {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -111,6 +116,12 @@ func runFrontLeg(t *testing.T, front, mode string, sdk bool) legRun {
 	}
 	srv := &config.Server{Name: "up", Command: exe, Transport: config.TransportStdio,
 		Env: map[string]string{envStdioUpstream: "1", "GORACE": "atexit_sleep_ms=0"}}
+	if up != "stdio" {
+		us := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return stdioUpstream() },
+			&mcp.StreamableHTTPOptions{JSONResponse: up == "http-json"}))
+		t.Cleanup(us.Close)
+		srv = &config.Server{Name: "up", URL: us.URL, Transport: config.TransportStreamableHTTP}
+	}
 	cfg := &config.Config{
 		Exposure: config.Exposure{Mode: mode},
 		Servers:  map[string]*config.Server{"up": srv},
@@ -313,7 +324,7 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 func TestHTTPRelayMatchesSDKPath(t *testing.T) {
 	for _, mode := range []string{config.ModeMeta, config.ModePassthrough} {
 		t.Run(mode, func(t *testing.T) {
-			sdk, raw := runFrontLeg(t, "http", mode, true), runFrontLeg(t, "http", mode, false)
+			sdk, raw := runFrontLeg(t, "http", "stdio", mode, true), runFrontLeg(t, "http", "stdio", mode, false)
 			for _, c := range []struct {
 				what      string
 				sdk, raw  []string
@@ -347,6 +358,42 @@ func TestHTTPRelayMatchesSDKPath(t *testing.T) {
 				t.Errorf("answers leak the secret or miss the progress:\n%s", all)
 			}
 		})
+	}
+}
+
+// Tool calls to a streamable HTTP server take its raw leg in meta mode
+// (the upstream's client handles none of a call's server-to-client
+// traffic), whether it answers on an SSE stream or as JSON, and give the
+// same answers, audit records and metrics as the SDK client's leg.
+func TestHTTPRawLegMatchesSDKLeg(t *testing.T) {
+	for _, up := range []string{"http", "http-json"} {
+		t.Run(up, func(t *testing.T) {
+			sdk, raw := runFrontLeg(t, "stdio", up, config.ModeMeta, true), runFrontLeg(t, "stdio", up, config.ModeMeta, false)
+			for _, c := range []struct {
+				what      string
+				sdk, raw  []string
+				mustExist string
+			}{
+				{"answers", sdk.answers, raw.answers, "refused upstream"},
+				{"audit records", sdk.audit, raw.audit, `"type":"tool_called"`},
+				{"metrics", sdk.metrics, raw.metrics, "toolgate_tool_calls_total"},
+			} {
+				if !slices.Equal(c.sdk, c.raw) {
+					t.Errorf("%s differ:\nsdk: %s\nraw: %s", c.what, strings.Join(c.sdk, "\n     "), strings.Join(c.raw, "\n     "))
+				}
+				if !strings.Contains(strings.Join(c.raw, "\n"), c.mustExist) {
+					t.Errorf("%s: %q not exercised:\n%s", c.what, c.mustExist, strings.Join(c.raw, "\n"))
+				}
+			}
+			if raw.rawSent != 6 || sdk.rawSent != 0 {
+				t.Errorf("calls on the raw leg: %d, on the SDK's path %d; want 6, 0", raw.rawSent, sdk.rawSent)
+			}
+		})
+	}
+	// In passthrough mode the upstream's client relays what a call's
+	// stream carries (progress, logs, requests): the SDK client's leg.
+	if raw := runFrontLeg(t, "stdio", "http", config.ModePassthrough, false); raw.rawSent != 0 {
+		t.Errorf("passthrough: %d calls on the raw leg of an HTTP server; want 0", raw.rawSent)
 	}
 }
 
