@@ -285,15 +285,6 @@ func metricSum(t *testing.T, g *Gateway, prefix, label string) float64 {
 	return sum
 }
 
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // waitFor waits until cond holds; what is the wait's subject, for the
 // failure.
 func waitFor(t *testing.T, what string, cond func() bool) {

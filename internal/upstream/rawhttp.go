@@ -1,5 +1,7 @@
 package upstream
 
+//lint:file-ignore SA1019 the leg must know whether the client handles sampling and logging, which SEP-2577 deprecates with a long window.
+
 import (
 	"bufio"
 	"bytes"
