@@ -548,3 +548,49 @@ func TestRawLegSendsMultilineArgumentsOnOneLine(t *testing.T) {
 		t.Errorf("%d calls on the raw leg, want 1", g.rawCalls.Load())
 	}
 }
+
+// BenchmarkHTTPCall is one tool call through the gateway's HTTP frontend
+// (a stateful session) to a streamable HTTP upstream, per mode, on the
+// SDK's path or the relay and raw leg. The client's and the upstream's
+// allocations are counted too.
+func BenchmarkHTTPCall(b *testing.B) {
+	for _, mode := range []string{config.ModeMeta, config.ModePassthrough} {
+		for _, sdk := range []bool{true, false} {
+			leg := map[bool]string{true: "sdk", false: "raw"}[sdk]
+			b.Run(mode+"/"+leg, func(b *testing.B) {
+				up := stdioUpstream()
+				us := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+				defer us.Close()
+				srv := &config.Server{Name: "up", URL: us.URL, Transport: config.TransportStreamableHTTP}
+				cfg := &config.Config{Exposure: config.Exposure{Mode: mode}, Servers: map[string]*config.Server{"up": srv},
+					Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
+				ctx := context.Background()
+				g, err := New(ctx, Options{Config: cfg, StateDir: b.TempDir(), SDKCalls: sdk})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer g.Close()
+				hs := httptest.NewServer(g.HTTPHandler())
+				defer hs.Close()
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cs.Close()
+				p := &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"message": "hi"}}
+				if mode == config.ModeMeta {
+					if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echoes"}}); err != nil {
+						b.Fatal(err)
+					}
+					p = &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": "hi"}}}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+						b.Fatal(err, res)
+					}
+				}
+			})
+		}
+	}
+}

@@ -157,24 +157,31 @@ func (l *httpLeg) answer(id string, msg []byte) rawReply {
 
 // readStream reads a call's SSE stream up to the response to id.
 func (l *httpLeg) readStream(ctx context.Context, id string, r io.Reader) rawReply {
+	sb, db := bufPool.Get().(*[]byte), bufPool.Get().(*[]byte)
+	defer bufPool.Put(sb)
+	defer bufPool.Put(db)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), int(min(l.limit+64, 1<<30)))
-	var data []byte
+	sc.Buffer((*sb)[:0], int(min(l.limit+64, 1<<30)))
+	data := (*db)[:0]
+	started := false // data holds an event's data lines
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(line) > 0 {
 			if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 				d = bytes.TrimPrefix(d, []byte(" "))
-				if data != nil {
+				if started {
 					data = append(data, '\n')
 				}
-				data = append(data, d...)
+				data, started = append(data, d...), true
 			}
 			continue
 		}
 		// The end of an event.
 		msg := data
-		data = nil
+		data, started = data[:0], false
+		if cap(msg) > cap(*db) {
+			*db = msg[:0] // keep the grown buffer
+		}
 		if len(msg) == 0 {
 			continue // a priming event, a comment
 		}
