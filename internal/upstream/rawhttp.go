@@ -31,9 +31,8 @@ import (
 // A call's SSE stream may carry other messages before the answer. The leg
 // is only used where the SDK client would do nothing with them but note a
 // changed tool list (no handlers of server-to-client traffic: meta mode),
-// and a server-to-client request on the stream (which no such client
-// declares it can answer) is answered with the SDK client's error for a
-// method it does not handle.
+// and a server-to-client request on the stream is answered as that client
+// would (see other).
 
 // errRawHTTPFallback says the server refused the raw POST before taking
 // the call (an error status): the SDK's leg sends it again and handles
@@ -202,8 +201,8 @@ func (l *httpLeg) readStream(ctx context.Context, id string, r io.Reader) rawRep
 
 // other handles a message on a call's stream that is not its answer, as
 // the SDK client configured without handlers would: a changed tool list
-// is noted, a request is answered "method not found", anything else is
-// dropped.
+// is noted, ping and roots/list are answered (no roots), any other request
+// "method not found", anything else is dropped.
 func (l *httpLeg) other(ctx context.Context, msg []byte) {
 	m, err := relay.Parse(msg)
 	if err != nil {
@@ -216,7 +215,16 @@ func (l *httpLeg) other(ctx context.Context, msg []byte) {
 		}
 	case m.Method != "" && m.ID != nil:
 		var b []byte
-		b = relay.AppendResponse(b, m.ID, nil, []byte(`{"code":-32601,"message":"method not found"}`))
+		switch m.Method {
+		case "ping":
+			b = relay.AppendResponse(b, m.ID, []byte(`{}`), nil)
+		case "roots/list":
+			// The SDK client declares roots and, with none given, lists
+			// none.
+			b = relay.AppendResponse(b, m.ID, []byte(`{"roots":[]}`), nil)
+		default:
+			b = relay.AppendResponse(b, m.ID, nil, []byte(`{"code":-32601,"message":"method not found"}`))
+		}
 		if resp, err := l.post(context.WithoutCancel(ctx), b); err == nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
