@@ -26,6 +26,10 @@ import (
 // session). Requests of the stateless revision never reach it (see
 // httpHandler's route), nor does the relay take them (peelBefore).
 //
+// A notifications/cancelled naming a call the relay serves cancels it (and
+// is answered 202, as the SDK answers a notification); any other goes to
+// the SDK.
+//
 // What the SDK's path would send on the request's own stream while the
 // call runs cannot go on a JSON answer, so calls that may cause any stay
 // on the SDK's path: those with a progress token, and in passthrough mode
@@ -52,16 +56,23 @@ func (g *Gateway) httpRelay(sessions *sessionLimiter, next http.Handler) http.Ha
 			http.Error(w, "failed to read body", http.StatusBadRequest)
 			return
 		}
+		if id, ok := cancelsCall(body); ok && sessions.cancelRelayed(live, string(id)) {
+			w.WriteHeader(http.StatusAccepted) // as the SDK answers a notification
+			return
+		}
 		c, ok := g.httpPeel(sessions, live, body)
-		if !ok {
+		// The call ends when the client goes away (net/http cancels the
+		// request's context), cancels it, or the session ends.
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		if !ok || !sessions.startRelayed(live, string(c.ID), cancel) {
+			// (A reused id goes to the SDK, which refuses it if in flight
+			// there, so that a cancellation names one call.)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 			return
 		}
-		// The call ends when the client goes away (net/http cancels the
-		// request's context) or the session ends.
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
+		defer sessions.endRelayed(live, string(c.ID))
 		stop := context.AfterFunc(live.ctx, cancel)
 		defer stop()
 		ans := g.servePeeled(ctx, live.ss, c)
@@ -145,7 +156,29 @@ func (g *Gateway) httpPeel(sessions *sessionLimiter, live *liveSession, body []b
 	return relay.Call{ID: m.ID, Name: m.Name, Arguments: m.Arguments, Meta: m.Meta}, true
 }
 
-var toolsCallMethod = []byte(`"tools/call"`)
+var (
+	toolsCallMethod = []byte(`"tools/call"`)
+	cancelledMethod = []byte(`"notifications/cancelled"`)
+)
+
+// cancelsCall reads body as a notifications/cancelled, and returns the id
+// token of the request it cancels.
+func cancelsCall(body []byte) ([]byte, bool) {
+	if !bytes.Contains(body, cancelledMethod) {
+		return nil, false
+	}
+	m, err := relay.Parse(body)
+	if err != nil || m.Method != "notifications/cancelled" || m.ID != nil {
+		return nil, false
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 {
+		return nil, false
+	}
+	return p.RequestID, true
+}
 
 // readBody reads a request's body whole, as the SDK's transport does.
 func readBody(r *http.Request) ([]byte, error) {

@@ -210,7 +210,8 @@ func TestHTTPRelayKeepsItsSessionAlive(t *testing.T) {
 }
 
 // A client that goes away cancels the call the relay is serving (the SDK's
-// stateful handler lets it run on), and so does the end of its session.
+// stateful handler lets it run on), as do the client's cancellation and
+// the end of its session.
 func TestHTTPRelayCancelsWithTheClient(t *testing.T) {
 	g, url := relayGateway(t, false, nil)
 	id := openAs(t, url, "alice-key")
@@ -251,9 +252,18 @@ func TestHTTPRelayCancelsWithTheClient(t *testing.T) {
 	<-done
 	waitFor(t, "the call to end when its client went away", func() bool { return ended() == 1 })
 
-	// The session ends (DELETE) with a call in flight.
+	// The client cancels the call (notifications/cancelled).
 	done = send(context.Background())
 	waitFor(t, "the second call to reach the upstream", func() bool { return allowed() == 2 })
+	if code, body, _ := post(t, url, "alice-key", id, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"changed my mind"}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: %d %s", code, body)
+	}
+	waitFor(t, "the call to end when its client cancelled it", func() bool { return ended() == 2 })
+	<-done
+
+	// The session ends (DELETE) with a call in flight.
+	done = send(context.Background())
+	waitFor(t, "the third call to reach the upstream", func() bool { return allowed() == 3 })
 	del, _ := http.NewRequest(http.MethodDelete, url, nil)
 	del.Header.Set("Authorization", "Bearer alice-key")
 	del.Header.Set("Mcp-Session-Id", id)
@@ -262,7 +272,7 @@ func TestHTTPRelayCancelsWithTheClient(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	waitFor(t, "the call to end with its session", func() bool { return ended() == 2 })
+	waitFor(t, "the call to end with its session", func() bool { return ended() == 3 })
 	<-done
 }
 

@@ -42,7 +42,10 @@ type liveSession struct {
 	active   int // requests in progress
 	posts    int // POSTs in progress: the idle timer waits for none
 	gets     int // GET streams open
-	timer    *time.Timer
+	// relayed are the calls the HTTP relay serves, by id token, so that
+	// the client's notifications/cancelled reaches them.
+	relayed map[string]context.CancelFunc
+	timer   *time.Timer
 }
 
 func newSessionLimiter(s *mcp.Server, max int, idle time.Duration, m *metrics, log *slog.Logger) *sessionLimiter {
@@ -142,6 +145,39 @@ func (l *sessionLimiter) use(id, method string) (done func()) {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// startRelayed records a call the relay serves on s; false if a call with
+// that id is in flight already.
+func (l *sessionLimiter) startRelayed(s *liveSession, id string, cancel context.CancelFunc) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, dup := s.relayed[id]; dup {
+		return false
+	}
+	if s.relayed == nil {
+		s.relayed = map[string]context.CancelFunc{}
+	}
+	s.relayed[id] = cancel
+	return true
+}
+
+func (l *sessionLimiter) endRelayed(s *liveSession, id string) {
+	l.mu.Lock()
+	delete(s.relayed, id)
+	l.mu.Unlock()
+}
+
+// cancelRelayed cancels the call with id that the relay serves on s, if
+// any.
+func (l *sessionLimiter) cancelRelayed(s *liveSession, id string) bool {
+	l.mu.Lock()
+	cancel, ok := s.relayed[id]
+	l.mu.Unlock()
+	if ok {
+		cancel()
+	}
+	return ok
 }
 
 // streaming says whether s has a GET stream open, on which the SDK sends
