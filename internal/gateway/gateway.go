@@ -85,7 +85,14 @@ type Gateway struct {
 	undecoded atomic.Uint64
 	// rawCalls counts the tool calls sent on a raw leg (the tests check
 	// that the leg is taken).
-	rawCalls         atomic.Uint64
+	rawCalls atomic.Uint64
+
+	// httpPeeled counts the tool calls the HTTP frontend's relay answered
+	// (the tests check which path a call took); httpSessions is the
+	// session limiter of the HTTP handler made last.
+	httpPeeled   atomic.Uint64
+	httpSessions atomic.Pointer[sessionLimiter]
+
 	cfg              *config.Config
 	log              *slog.Logger
 	stateDir         string

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,6 +41,9 @@ type ptMode struct {
 	// served by the SDK server itself.
 	extTools     map[string]bool
 	extResources map[string]bool
+	// logging holds the client sessions that set a logging level (until
+	// they end): upstream log messages during a call go to them.
+	logging sync.Map
 }
 
 func newPassthrough(g *Gateway, cfg *config.Config) *ptMode {
@@ -171,6 +175,7 @@ func (p *ptMode) middleware(sc scope, full bool) mcp.Middleware {
 				res, err := next(ctx, method, req) // the session's own level filters what it is sent
 				if err == nil {
 					p.SetLevel(ctx, r)
+					p.setsLevel(r.Session)
 				}
 				return res, err
 			}
@@ -180,6 +185,37 @@ func (p *ptMode) middleware(sc scope, full bool) mcp.Middleware {
 }
 
 func (p *ptMode) pinnedName(name string) bool { return p.pinned[name] }
+
+// setsLevel records that ss set a logging level, until it ends.
+func (p *ptMode) setsLevel(ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	if _, loaded := p.logging.LoadOrStore(ss, true); !loaded {
+		go func() {
+			_ = ss.Wait()
+			p.logging.Delete(ss)
+		}()
+	}
+}
+
+// relaysDuringCall says whether, during a tools/call of ss, an upstream's
+// messages may be relayed to ss that the SDK server would send on the
+// call's own stream and an answer to the call alone could not carry:
+// requests for sampling or elicitation if its client can answer them, log
+// messages if it set a level, and anything else (a request for its roots)
+// unless it has a GET stream open (streaming), where the SDK sends what is
+// not tied to a request in flight. Over HTTP such calls stay on its path.
+func (p *ptMode) relaysDuringCall(ss *mcp.ServerSession, streaming bool) bool {
+	if _, ok := p.logging.Load(ss); ok || !streaming {
+		return true
+	}
+	ip := ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil {
+		return false
+	}
+	return ip.Capabilities.Sampling != nil || ip.Capabilities.Elicitation != nil
+}
 
 // session returns the client session behind a request and its gate key.
 func (p *ptMode) session(sc scope, req mcp.Request) (*mcp.ServerSession, string) {

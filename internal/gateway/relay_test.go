@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/extension"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
@@ -67,6 +70,10 @@ func stdioUpstream() *mcp.Server {
 		res.StructuredContent = map[string]any{"token": relaySecret, "nested": []any{relaySecret}}
 		return res, nil
 	})
+	s.AddTool(&mcp.Tool{Name: "waits", Description: "Waits until cancelled", InputSchema: obj}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
 	s.AddTool(&mcp.Tool{Name: "steps", Description: "Reports progress", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for i := 1; i <= progressSteps; i++ {
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: progressSteps}); err != nil {
@@ -90,11 +97,24 @@ type legRun struct {
 	rawSent   uint64
 	// undecoded counts the results answered as the upstream's bytes.
 	undecoded uint64
+	// httpPeeled counts the calls the HTTP frontend's relay answered.
+	httpPeeled uint64
 }
 
 // runLeg drives a gateway (mode, and whether calls take the SDK client or
-// the raw leg) through the same calls.
+// the raw leg) through the same calls, from a client on its stdio
+// frontend.
 func runLeg(t *testing.T, mode string, sdk bool) legRun {
+	return runFrontLeg(t, "stdio", "stdio", mode, sdk)
+}
+
+// runFrontLeg is runLeg from a client on front: "stdio" (over pipes) or
+// "http" (streamable HTTP, a stateful session), to the upstream up:
+// "stdio", or streamable HTTP answering on SSE streams ("http") or as JSON
+// ("http-json"). With sdk set, calls take the SDK's path on both sides
+// (the SDK server, the SDK client); without, the frontend's relay and the
+// upstream's raw leg.
+func runFrontLeg(t *testing.T, front, up, mode string, sdk bool) legRun {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -102,13 +122,19 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 	}
 	srv := &config.Server{Name: "up", Command: exe, Transport: config.TransportStdio,
 		Env: map[string]string{envStdioUpstream: "1", "GORACE": "atexit_sleep_ms=0"}}
+	if up != "stdio" {
+		us := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return stdioUpstream() },
+			&mcp.StreamableHTTPOptions{JSONResponse: up == "http-json"}))
+		t.Cleanup(us.Close)
+		srv = &config.Server{Name: "up", URL: us.URL, Transport: config.TransportStreamableHTTP}
+	}
 	cfg := &config.Config{
 		Exposure: config.Exposure{Mode: mode},
 		Servers:  map[string]*config.Server{"up": srv},
 		Filters:  config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold},
 	}
 	ctx := context.Background()
-	g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir(), SDKCalls: sdk, Redactor: secrets.NewRedactor(relaySecret)})
+	g, err := New(ctx, Options{Config: cfg, StateDir: t.TempDir(), SDKCalls: sdk, Redactor: secrets.NewRedactor(relaySecret), Extensions: []extension.Extension{refuser{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,25 +148,42 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 			return next(ctx, method, req)
 		}
 	})
-	// The client talks to the stdio frontend (over pipes), the revision
-	// real clients speak, so tools/call can take the relay.
-	cr, gw := io.Pipe()
-	gr, cw := io.Pipe()
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- g.serveIO(sctx, gr, gw) }()
-	t.Cleanup(func() { stop(); cw.Close(); <-served })
-	ct := &mcp.IOTransport{Reader: cr, Writer: cw}
+	// The client speaks the revision real clients speak, so tools/call can
+	// take the relay.
+	var ct mcp.Transport
+	switch front {
+	case "stdio":
+		cr, gw := io.Pipe()
+		gr, cw := io.Pipe()
+		sctx, stop := context.WithCancel(ctx)
+		served := make(chan error, 1)
+		go func() { served <- g.serveIO(sctx, gr, gw) }()
+		t.Cleanup(func() { stop(); cw.Close(); <-served })
+		ct = &mcp.IOTransport{Reader: cr, Writer: cw}
+	case "http":
+		hs := httptest.NewServer(g.HTTPHandler())
+		t.Cleanup(hs.Close)
+		ct = &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}
+	}
+	var mu sync.Mutex
 	var progress []string
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
 			progress = append(progress, fmt.Sprint(req.Params.ProgressToken, req.Params.Progress))
+			mu.Unlock()
 		},
 	}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	if front == "http" && mode == config.ModePassthrough {
+		// In passthrough mode the relay takes a session's calls once its
+		// client has the GET stream open, which the SDK client opens
+		// after initialize (see ptMode.relaysDuringCall).
+		waitStreaming(t, g, cs.ID())
+	}
 
 	var run legRun
 	answer := func(res *mcp.CallToolResult, err error) {
@@ -162,14 +205,20 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		{"leaks", map[string]any{}},
 		{"steps", map[string]any{}},
 		{"hidden_nonexistent", map[string]any{}},
+		{"echo", map[string]any{"mode": "deny"}}, // refused by a filter
+		{"echo", map[string]any{"mode": "fail"}}, // a filter failed
 	}
+	sdkBefore := sdkCalls.Load()
 	if mode == config.ModeMeta {
+		// Before search_tools, the discovery gate refuses the call.
+		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{}}}))
+		before := sdkCalls.Load()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echoes fails refuses leaks progress", "top_k": 10}})
 		if err != nil || res.IsError {
 			t.Fatalf("search: %v %+v", err, res)
 		}
+		sdkBefore += sdkCalls.Load() - before // search_tools is the SDK server's on every path
 	}
-	sdkBefore := sdkCalls.Load()
 	for _, c := range calls {
 		if mode == config.ModeMeta {
 			answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__" + c.tool, "arguments": c.args}}))
@@ -181,7 +230,7 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		}
 		answer(cs.CallTool(ctx, p))
 	}
-	run.sdkServed, run.rawSent, run.undecoded = sdkCalls.Load()-sdkBefore, g.rawCalls.Load(), g.undecoded.Load()
+	run.sdkServed, run.rawSent, run.undecoded, run.httpPeeled = sdkCalls.Load()-sdkBefore, g.rawCalls.Load(), g.undecoded.Load(), g.httpPeeled.Load()
 	// Malformed calls: the relay must refuse them as the SDK path does.
 	if mode == config.ModeMeta {
 		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": 5}}))
@@ -191,7 +240,9 @@ func runLeg(t *testing.T, mode string, sdk bool) legRun {
 		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: []any{1}}))
 		answer(cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: "text"}))
 	}
+	mu.Lock()
 	run.answers = append(run.answers, "progress: "+strings.Join(progress, ","))
+	mu.Unlock()
 
 	f, err := os.Open(g.AuditPath())
 	if err != nil {
@@ -256,9 +307,13 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 			// Each leg took its path: the relay served every call (none
 			// reached the SDK server) and sent the six that reach the
 			// upstream on the raw leg; the SDK's leg sent none there.
-			if raw.sdkServed != 0 || raw.rawSent != 6 || sdk.rawSent != 0 || sdk.sdkServed != 7 {
-				t.Errorf("paths taken: relay leg: %d calls on the SDK server, %d on the raw leg; SDK leg: %d on the SDK server, %d on the raw leg; want 0, 6, 7, 0",
-					raw.sdkServed, raw.rawSent, sdk.sdkServed, sdk.rawSent)
+			want := 9
+			if mode == config.ModeMeta {
+				want++ // the call the gate refuses
+			}
+			if raw.sdkServed != 0 || raw.rawSent != 6 || sdk.rawSent != 0 || sdk.sdkServed != int64(want) {
+				t.Errorf("paths taken: relay leg: %d calls on the SDK server, %d on the raw leg; SDK leg: %d on the SDK server, %d on the raw leg; want 0, 6, %d, 0",
+					raw.sdkServed, raw.rawSent, sdk.sdkServed, sdk.rawSent, want)
 			}
 			// The five results (echo twice, fails, leaks, steps) were
 			// answered from the upstream's bytes, undecoded, the secret
@@ -272,6 +327,98 @@ func TestRawLegMatchesSDKLeg(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Tool calls from an HTTP client take the HTTP frontend's relay (but for
+// one with a progress token, whose progress goes on the SDK's request
+// stream), and to a stdio server the raw leg; the SDK's path on both must
+// give the same answers, audit records and metrics, in both modes.
+func TestHTTPRelayMatchesSDKPath(t *testing.T) {
+	for _, mode := range []string{config.ModeMeta, config.ModePassthrough} {
+		t.Run(mode, func(t *testing.T) {
+			sdk, raw := runFrontLeg(t, "http", "stdio", mode, true), runFrontLeg(t, "http", "stdio", mode, false)
+			for _, c := range []struct {
+				what      string
+				sdk, raw  []string
+				mustExist string
+			}{
+				{"answers", sdk.answers, raw.answers, "refused upstream"},
+				{"audit records", sdk.audit, raw.audit, `"type":"tool_called"`},
+				{"metrics", sdk.metrics, raw.metrics, "toolgate_tool_calls_total"},
+			} {
+				if !slices.Equal(c.sdk, c.raw) {
+					t.Errorf("%s differ:\nsdk: %s\nraw: %s", c.what, strings.Join(c.sdk, "\n     "), strings.Join(c.raw, "\n     "))
+				}
+				if !strings.Contains(strings.Join(c.raw, "\n"), c.mustExist) {
+					t.Errorf("%s: %q not exercised:\n%s", c.what, c.mustExist, strings.Join(c.raw, "\n"))
+				}
+			}
+			// Meta mode has one more call, the gate's refusal; in
+			// passthrough the call with a progress token is the SDK's.
+			calls, sdkServed := 9, int64(1)
+			if mode == config.ModeMeta {
+				calls, sdkServed = 10, 0
+			}
+			if raw.sdkServed != sdkServed || raw.httpPeeled != uint64(calls)-uint64(sdkServed) || raw.rawSent != 6 ||
+				sdk.sdkServed != int64(calls) || sdk.httpPeeled != 0 || sdk.rawSent != 0 {
+				t.Errorf("paths taken: relay: %d calls on the SDK server, %d on the relay, %d on the raw leg; SDK: %d, %d, %d; want %d, %d, 6; %d, 0, 0",
+					raw.sdkServed, raw.httpPeeled, raw.rawSent, sdk.sdkServed, sdk.httpPeeled, sdk.rawSent,
+					sdkServed, int64(calls)-sdkServed, calls)
+			}
+			all := strings.Join(raw.answers, "\n")
+			if strings.Contains(all, "sk-relay") || !strings.Contains(all, "progress: client-token") && mode == config.ModePassthrough {
+				t.Errorf("answers leak the secret or miss the progress:\n%s", all)
+			}
+		})
+	}
+}
+
+// Tool calls to a streamable HTTP server take its raw leg in meta mode
+// (the upstream's client handles none of a call's server-to-client
+// traffic), whether it answers on an SSE stream or as JSON, and give the
+// same answers, audit records and metrics as the SDK client's leg.
+func TestHTTPRawLegMatchesSDKLeg(t *testing.T) {
+	for _, up := range []string{"http", "http-json"} {
+		t.Run(up, func(t *testing.T) {
+			sdk, raw := runFrontLeg(t, "stdio", up, config.ModeMeta, true), runFrontLeg(t, "stdio", up, config.ModeMeta, false)
+			for _, c := range []struct {
+				what      string
+				sdk, raw  []string
+				mustExist string
+			}{
+				{"answers", sdk.answers, raw.answers, "refused upstream"},
+				{"audit records", sdk.audit, raw.audit, `"type":"tool_called"`},
+				{"metrics", sdk.metrics, raw.metrics, "toolgate_tool_calls_total"},
+			} {
+				if !slices.Equal(c.sdk, c.raw) {
+					t.Errorf("%s differ:\nsdk: %s\nraw: %s", c.what, strings.Join(c.sdk, "\n     "), strings.Join(c.raw, "\n     "))
+				}
+				if !strings.Contains(strings.Join(c.raw, "\n"), c.mustExist) {
+					t.Errorf("%s: %q not exercised:\n%s", c.what, c.mustExist, strings.Join(c.raw, "\n"))
+				}
+			}
+			if raw.rawSent != 6 || sdk.rawSent != 0 {
+				t.Errorf("calls on the raw leg: %d, on the SDK's path %d; want 6, 0", raw.rawSent, sdk.rawSent)
+			}
+		})
+	}
+	// In passthrough mode the upstream's client relays what a call's
+	// stream carries (progress, logs, requests): the SDK client's leg.
+	if raw := runFrontLeg(t, "stdio", "http", config.ModePassthrough, false); raw.rawSent != 0 {
+		t.Errorf("passthrough: %d calls on the raw leg of an HTTP server; want 0", raw.rawSent)
+	}
+}
+
+// waitStreaming waits until the HTTP session id has its GET stream open.
+func waitStreaming(t *testing.T, g *Gateway, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		l := g.httpSessions.Load()
+		if s := l.lookup(id); s != nil && l.streaming(s) {
+			return
+		}
+	}
+	t.Fatalf("session %s never opened its GET stream", id)
 }
 
 // BenchmarkStdioCall is one tool call through the gateway (a client on
@@ -411,5 +558,51 @@ func TestRawLegSendsMultilineArgumentsOnOneLine(t *testing.T) {
 	}
 	if g.rawCalls.Load() != 1 {
 		t.Errorf("%d calls on the raw leg, want 1", g.rawCalls.Load())
+	}
+}
+
+// BenchmarkHTTPCall is one tool call through the gateway's HTTP frontend
+// (a stateful session) to a streamable HTTP upstream, per mode, on the
+// SDK's path or the relay and raw leg. The client's and the upstream's
+// allocations are counted too.
+func BenchmarkHTTPCall(b *testing.B) {
+	for _, mode := range []string{config.ModeMeta, config.ModePassthrough} {
+		for _, sdk := range []bool{true, false} {
+			leg := map[bool]string{true: "sdk", false: "raw"}[sdk]
+			b.Run(mode+"/"+leg, func(b *testing.B) {
+				up := stdioUpstream()
+				us := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+				defer us.Close()
+				srv := &config.Server{Name: "up", URL: us.URL, Transport: config.TransportStreamableHTTP}
+				cfg := &config.Config{Exposure: config.Exposure{Mode: mode}, Servers: map[string]*config.Server{"up": srv},
+					Filters: config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold}}
+				ctx := context.Background()
+				g, err := New(ctx, Options{Config: cfg, StateDir: b.TempDir(), SDKCalls: sdk})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer g.Close()
+				hs := httptest.NewServer(g.HTTPHandler())
+				defer hs.Close()
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cs.Close()
+				p := &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"message": "hi"}}
+				if mode == config.ModeMeta {
+					if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echoes"}}); err != nil {
+						b.Fatal(err)
+					}
+					p = &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "up__echo", "arguments": map[string]any{"message": "hi"}}}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+						b.Fatal(err, res)
+					}
+				}
+			})
+		}
 	}
 }

@@ -83,12 +83,15 @@ func (g *Gateway) HTTPHandler() http.Handler {
 func (g *Gateway) httpHandler(t httpTimeouts, listen string) http.Handler {
 	// The SDK's own rebinding check (loopback listeners only, case
 	// sensitive) is replaced by hostGuard, which runs on every listener.
+	// Idle sessions are closed by the session limiter, which sees the calls
+	// the relay (httpRelay) answers too.
 	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.servers[scopeConnection] },
-		&mcp.StreamableHTTPOptions{Logger: sdkLogger(g.log), SessionTimeout: g.cfg.HTTP.SessionIdle(), DisableLocalhostProtection: true})
+		&mcp.StreamableHTTPOptions{Logger: sdkLogger(g.log), DisableLocalhostProtection: true})
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.servers[scopeStateless] },
 		&mcp.StreamableHTTPOptions{Logger: sdkLogger(g.log), Stateless: true, JSONResponse: true, PropagateRequestCancellation: true, DisableLocalhostProtection: true})
-	sessions := newSessionLimiter(g.servers[scopeConnection], g.cfg.HTTP.SessionLimit(), g.metrics, g.log)
-	statefulLimited := sessions.handler(stateful)
+	sessions := newSessionLimiter(g.servers[scopeConnection], g.cfg.HTTP.SessionLimit(), g.cfg.HTTP.SessionIdle(), g.metrics, g.log)
+	g.httpSessions.Store(sessions)
+	statefulLimited := sessions.handler(g.httpRelay(sessions, stateful))
 	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessVersion {
 			stateless.ServeHTTP(w, r)

@@ -193,6 +193,17 @@ func (f *Frontend) serve(j job) {
 	delete(f.inflight, string(c.ID))
 	f.mu.Unlock()
 	cancel()
+	bp := bufPool.Get().(*[]byte)
+	buf := AppendAnswer((*bp)[:0], c.ID, ans)
+	buf = append(buf, '\n')
+	_, _ = f.Out.Write(buf) // a broken output ends the session through the SDK's own writes and reads
+	*bp = buf
+	bufPool.Put(bp)
+}
+
+// AppendAnswer appends the JSON-RPC response that answers the call with
+// id (its JSON token) to buf.
+func AppendAnswer(buf, id []byte, ans Answer) []byte {
 	var errObj []byte
 	if ans.Error != nil {
 		var err error
@@ -202,12 +213,7 @@ func (f *Frontend) serve(j job) {
 	} else if ans.Result == nil {
 		ans.Result = []byte(`{}`)
 	}
-	bp := bufPool.Get().(*[]byte)
-	buf := AppendResponse((*bp)[:0], c.ID, ans.Result, errObj)
-	buf = append(buf, '\n')
-	_, _ = f.Out.Write(buf) // a broken output ends the session through the SDK's own writes and reads
-	*bp = buf
-	bufPool.Put(bp)
+	return AppendResponse(buf, id, ans.Result, errObj)
 }
 
 // Wait waits for the calls being served and, once Ctx has ended, for the

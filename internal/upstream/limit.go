@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync"
 )
 
 // The response limit of HTTP servers.
@@ -92,7 +94,9 @@ func (t *headerTransport) limitResponse(r *http.Request, id json.RawMessage, res
 		return resp, nil
 	}
 	if mt == "text/event-stream" {
-		resp.Body = &eventLimiter{src: resp.Body, br: bufio.NewReaderSize(resp.Body, 32<<10), t: t, callID: id, atLineStart: true}
+		br := sseReaders.Get().(*bufio.Reader)
+		br.Reset(resp.Body)
+		resp.Body = &eventLimiter{src: resp.Body, br: br, t: t, callID: id, atLineStart: true}
 		resp.ContentLength = -1
 		return resp, nil
 	}
@@ -145,8 +149,11 @@ func (t *headerTransport) limitResponse(r *http.Request, id json.RawMessage, res
 // taken from its first or last bytes. An oversized event whose id cannot be
 // found (a notification) is dropped with a log line.
 type eventLimiter struct {
-	src    io.ReadCloser
-	br     *bufio.Reader
+	src io.ReadCloser
+	// mu is held by Read: Close returns br to sseReaders only once no
+	// Read uses it (closing src first ends a Read blocked on it).
+	mu     sync.Mutex
+	br     *bufio.Reader // nil once released
 	t      *headerTransport
 	callID json.RawMessage
 
@@ -163,10 +170,22 @@ const (
 	idTailBytes = 512
 )
 
+// sseReaders are the buffers of SSE streams (one a call over HTTP), kept
+// from stream to stream.
+var sseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+var errClosedBody = errors.New("http: read on closed response body")
+
 func (l *eventLimiter) Read(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for len(l.out) == 0 {
 		if l.err != nil {
+			l.release()
 			return 0, l.err
+		}
+		if l.br == nil {
+			return 0, errClosedBody
 		}
 		l.step()
 	}
@@ -250,7 +269,22 @@ func (l *eventLimiter) endOversized() {
 	}
 }
 
-func (l *eventLimiter) Close() error { return l.src.Close() }
+func (l *eventLimiter) Close() error {
+	err := l.src.Close()
+	l.mu.Lock()
+	l.release()
+	l.mu.Unlock()
+	return err
+}
+
+// release returns the stream's buffer to sseReaders; l.mu is held.
+func (l *eventLimiter) release() {
+	if l.br != nil {
+		l.br.Reset(nil)
+		sseReaders.Put(l.br)
+		l.br = nil
+	}
+}
 
 func sseEvent(data []byte) []byte {
 	return append(append([]byte("event: message\ndata: "), data...), "\n\n"...)

@@ -25,8 +25,10 @@ import (
 // strings of its own ("tgr-N"), which the SDK (numbers) never uses, and
 // its writes go through the same lock as the SDK's, a whole message each.
 
-// ErrNoRaw says the server's connection has no raw leg (a remote server,
-// or one reached through Options.Transport): use CallTool.
+// ErrNoRaw says the server's connection has no raw leg (a legacy SSE
+// server, a streamable HTTP one whose client handles server-to-client
+// traffic, or one reached through Options.Transport), or that the server
+// refused a raw call before taking it: use CallTool.
 var ErrNoRaw = errors.New("upstream: no raw leg on this connection")
 
 // rawIDPrefix starts the id of every raw call, with its opening quote.
@@ -195,7 +197,8 @@ type RawCallResult struct {
 }
 
 // RawCall calls a tool with params, a tools/call params object as bytes,
-// on the raw leg of a stdio server, starting the server if it is down.
+// on the raw leg of a stdio or streamable HTTP server (see httpLeg),
+// starting the server if it is down.
 // The answer is returned as the server sent it. It behaves as CallTool
 // does: the server's call timeout, cancellation sent upstream, one retry
 // on a connection that had broken before the call was sent, the same
@@ -207,11 +210,15 @@ func (s *Server) RawCall(ctx context.Context, params []byte) (RawCallResult, err
 		if err != nil {
 			return RawCallResult{}, err
 		}
-		if c.raw == nil {
+		if c.raw == nil && c.http == nil {
 			s.release(c, false, false)
 			return RawCallResult{}, ErrNoRaw
 		}
 		res, err := s.rawOnce(ctx, c, params)
+		if errors.Is(err, errRawHTTPFallback) {
+			s.release(c, false, false)
+			return RawCallResult{}, ErrNoRaw
+		}
 		retry := false
 		if err != nil && ctx.Err() == nil && connBroken(err) {
 			s.lost(c, err)
@@ -234,7 +241,20 @@ type rawOutcome struct {
 }
 
 func (s *Server) rawOnce(ctx context.Context, c *conn, params []byte) (rawOutcome, error) {
-	rep, err := c.raw.call(ctx, params, s.callTimeout)
+	var rep rawReply
+	var err error
+	if c.raw != nil {
+		rep, err = c.raw.call(ctx, params, s.callTimeout)
+	} else {
+		// The HTTP leg's request ends with its context: the timeout is
+		// the context's cause.
+		cctx, cancel := context.WithTimeoutCause(ctx, s.callTimeout, errCallTimeout)
+		rep, err = c.http.call(cctx, params)
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), errCallTimeout) {
+			err = errCallTimeout
+		}
+		cancel()
+	}
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, errCallTimeout) {
 			return rawOutcome{sent: true}, fmt.Errorf("server %q did not answer within %s (its call_timeout); the call was cancelled upstream", s.cfg.Name, s.callTimeout)

@@ -335,6 +335,7 @@ type conn struct {
 	sess     *mcp.ClientSession
 	proc     *process // nil for remote servers
 	raw      *rawLeg  // tools/call as bytes (stdio servers); nil otherwise
+	http     *httpLeg // tools/call as bytes (streamable HTTP servers); nil otherwise
 	inflight int      // requests using it; guarded by Server.mu
 	// cancel ends the context of a legacy SSE stream; nil otherwise.
 	cancel context.CancelFunc
@@ -818,7 +819,12 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 	}
 	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: s.sdkEventLimit()}, s.m.sessionOptions())
 	if err == nil {
-		return connected(sess)
+		c, err := connected(sess)
+		if err == nil && s.m.opts.ClientMiddleware == nil {
+			changed := copts.ToolListChangedHandler
+			c.http = newHTTPLeg(hc, s.cfg.URL, sess, &copts, func() { changed(context.Background(), &mcp.ToolListChangedRequest{}) }, s.maxResponse)
+		}
+		return c, err
 	}
 	if ctx.Err() != nil {
 		stop()
