@@ -14,6 +14,14 @@ import (
 // useGoDoc adds goDocDocs to the definition training rows (flag -godoc).
 var useGoDoc = true
 
+// goDocNote describes the Go doc-comment negatives for the weights' note.
+func goDocNote() string {
+	if !useGoDoc {
+		return ""
+	}
+	return " + benign definitions from every other exported doc comment of GOROOT/src/{" + strings.Join(goDocPackages, ",") + "} (not counted in the threshold's FPR)"
+}
+
 // goDocPackages are the packages of the Go distribution whose doc comments
 // are benign training definitions: API prose in the register of a tool
 // description ("Open opens the named file for reading", "Callers must call
