@@ -14,6 +14,9 @@ import (
 // useGoDoc adds goDocDocs to the definition training rows (flag -godoc).
 var useGoDoc = true
 
+// goDocEvery keeps every n-th doc comment (flag -godoc-every).
+var goDocEvery = 2
+
 // goDocNote describes the Go doc-comment negatives for the weights' note.
 func goDocNote() string {
 	if !useGoDoc {
@@ -91,13 +94,13 @@ func goDocDocs() ([]doc, error) {
 			}
 		}
 	}
-	// Every other comment: about 600 documents, enough of the register
-	// without doubling the training time.
-	var half []doc
-	for i := 0; i < len(out); i += 2 {
-		half = append(half, out[i])
+	// Every other comment (goDocEvery): about 600 documents, enough of the
+	// register without doubling the training time.
+	var kept []doc
+	for i := 0; i < len(out); i += max(goDocEvery, 1) {
+		kept = append(kept, out[i])
 	}
-	out = half
+	out = kept
 	if len(out) == 0 {
 		return nil, fmt.Errorf("godoc negatives: no doc comments under %s/src", root)
 	}

@@ -61,6 +61,7 @@ func main() {
 	flag.BoolVar(&noScreen, "no-screen", false, "scan every output fully (rules and every part embedded), without the lexical screen")
 	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
 	flag.BoolVar(&useGoDoc, "godoc", useGoDoc, "train the definition model with the doc comments of Go standard-library packages as extra benign definitions (source godoc)")
+	flag.IntVar(&goDocEvery, "godoc-every", goDocEvery, "keep every n-th Go doc comment as a benign definition")
 	flag.Func("drop-features", "comma-separated structural features to hold at zero in training (an ablation)", func(v string) error {
 		dropFeatures = strings.Split(v, ",")
 		return nil
