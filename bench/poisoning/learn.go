@@ -192,7 +192,13 @@ func featurize(emb embed.Embedder, docs []doc) (*featurized, error) {
 		}
 		out := make([]instance, len(parts))
 		for j, p := range parts {
-			x := append(slices.Clone(vs[j]), poison.Features(p)...)
+			feats := poison.Features(p)
+			for k, name := range poison.FeatureNames {
+				if slices.Contains(dropFeatures, name) {
+					feats[k] = 0
+				}
+			}
+			x := append(slices.Clone(vs[j]), feats...)
 			out[j] = instance{x: x, grams: poison.Ngrams(p, hashBits), doc: i}
 		}
 		return out, nil
@@ -456,6 +462,12 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64)
 		m := train(f, docs, tr)
 		for _, i := range te {
 			oof[i] = docScore(m, f, i)
+			if auxNegative[docs[i].source] {
+				// Easy extra negatives would let the threshold drop: the
+				// target FPR is a share of the clean documents that are
+				// like what the detector scans.
+				continue
+			}
 			if !docs[i].malicious {
 				clean = append(clean, docScore(m, f, i))
 				top = append(top, sc{clean[len(clean)-1], docs[i].id + " " + clip(docs[i].text, 80)})
@@ -522,6 +534,14 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64)
 	}
 	return train(f, docs, idx), th
 }
+
+// dropFeatures are structural features held at zero in training (flag
+// -drop-features), to measure what a feature is worth.
+var dropFeatures []string
+
+// auxNegative are sources of extra benign training text that do not count
+// in the threshold's clean-document FPR.
+var auxNegative = map[string]bool{"godoc": true}
 
 // printOOF prints the out-of-fold figures per source when training the
 // shipped weights.
@@ -603,11 +623,12 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 	}
 	m := &poison.Models{EmbedModel: l.modelID, Dim: l.emb.Dim(), Features: l.features, HashBits: hashBits, Trained: note}
 	if len(only) > 0 {
-		shipped, err := poison.BuiltinModels()
-		if err != nil {
-			panic(err)
+		// The other kind's model is the shipped one; when the features
+		// changed since it was trained, the trained kind's model stands in
+		// for it (a fold scans one kind only, so it is never used).
+		if shipped, err := poison.BuiltinModels(); err == nil {
+			m.Definition, m.Output, m.OutputGate = shipped.Definition, shipped.Output, shipped.OutputGate
 		}
-		m.Definition, m.Output, m.OutputGate = shipped.Definition, shipped.Output, shipped.OutputGate
 	}
 	if len(only) == 0 || only[0] == "definitions" {
 		dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs))
@@ -620,6 +641,12 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 		}
 		gm, gth := fitGate(l.gate, l.outs, pick(l.outs))
 		m.OutputGate = gm.export(gth)
+	}
+	if m.Definition == nil {
+		m.Definition = m.Output
+	}
+	if m.Output == nil {
+		m.Output = m.Definition
 	}
 	return m
 }

@@ -60,6 +60,12 @@ func main() {
 	flag.BoolVar(&gateOnly, "gate-only", false, "with -loso-only: train only the output gate (the output model is the committed one)")
 	flag.BoolVar(&noScreen, "no-screen", false, "scan every output fully (rules and every part embedded), without the lexical screen")
 	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
+	flag.BoolVar(&useGoDoc, "godoc", useGoDoc, "train the definition model with the doc comments of Go standard-library packages as extra benign definitions (source godoc)")
+	flag.IntVar(&goDocEvery, "godoc-every", goDocEvery, "keep every n-th Go doc comment as a benign definition")
+	flag.Func("drop-features", "comma-separated structural features to hold at zero in training (an ablation)", func(v string) error {
+		dropFeatures = strings.Split(v, ",")
+		return nil
+	})
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
 	losoKinds = strings.Split(*kindsFlag, ",")
@@ -90,8 +96,10 @@ func main() {
 	}
 	here := filepath.Join("bench", "poisoning")
 	authDefs := append(mustLoad(filepath.Join(here, "authored_defs.jsonl")), mustLoad(filepath.Join(here, "authored2_defs.jsonl"))...)
+	authDefs = append(authDefs, mustLoad(filepath.Join(here, "authored3_defs.jsonl"))...)
 	authOuts := mustLoad(filepath.Join(here, "authored_outputs.jsonl"))
 	auth2Outs := mustLoad(filepath.Join(here, "authored2_outputs.jsonl"))
+	auth3Outs := mustLoad(filepath.Join(here, "authored3_outputs.jsonl"))
 	catalog := filepath.Join(filepath.Dir(*data), "retrieval", "tools.jsonl")
 	tools, err := loadTools(catalog)
 	if err != nil {
@@ -127,7 +135,7 @@ func main() {
 		for _, d := range defDocs(nil, authDefs) {
 			dc.add(d.malicious, det.ScanDefinition("", d.text, nil).Malicious)
 		}
-		for _, d := range append(compose(authOuts, "authored"), compose(auth2Outs, "authored2")...) {
+		for _, d := range slices.Concat(compose(authOuts, "authored"), compose(auth2Outs, "authored2"), compose(auth3Outs, "authored3")) {
 			oc.add(d.malicious, outDet.ScanOutput(d.text).Malicious)
 		}
 		fmt.Println(fmtCounts("authored definitions (training rows)", dc, -1))
@@ -140,7 +148,7 @@ func main() {
 		log.Fatalf("the classifier needs the MiniLM model: %v", err)
 	}
 	defer emb.save()
-	defs, outs := defDocs(devDefs, authDefs), append(outDocs(devOuts, authOuts), compose(auth2Outs, "authored2")...)
+	defs, outs := defDocs(devDefs, authDefs), slices.Concat(outDocs(devOuts, authOuts), compose(auth2Outs, "authored2"), compose(auth3Outs, "authored3"))
 	// The real-tool catalogue is benign training data too (source
 	// "catalogue", one document per tool: its description and schema
 	// strings); its honest FPR is the leave-one-source-out figure.
@@ -148,6 +156,13 @@ func main() {
 		if ss := poison.ClassifiedStrings(t.Description, t.InputSchema); len(ss) > 0 {
 			defs = append(defs, doc{id: t.Server + "__" + t.Name, text: strings.Join(ss, "\n"), source: "catalogue", category: "real-tool", group: "server:" + t.Server})
 		}
+	}
+	if useGoDoc {
+		gd, err := goDocDocs()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defs = append(defs, gd...)
 	}
 	start := time.Now()
 	l, err := prepare(emb, defs, outs)
@@ -157,8 +172,8 @@ func main() {
 	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
 
 	if *doTrain {
-		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -l2 %g -l2-hashed %g -pos-weight %g -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + bench/poisoning/authored2_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools); threshold: 5-fold out-of-fold clean-document FPR <= %g on the training rows",
-			targetFPR, l2Dense, l2Hashed, posWeight, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, targetFPR)
+		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -l2 %g -l2-hashed %g -pos-weight %g -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + bench/poisoning/authored2_{defs,outputs}.jsonl + bench/poisoning/authored3_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s; threshold: 5-fold out-of-fold clean-document FPR <= %g on the training rows",
+			targetFPR, l2Dense, l2Hashed, posWeight, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, goDocNote(), targetFPR)
 		printOOF = true
 		m := l.models(func(doc) bool { return true }, note)
 		path := filepath.Join("internal", "poison", "classifier.json")

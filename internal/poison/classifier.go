@@ -123,6 +123,9 @@ var featureREs = []struct {
 	{"validation_pretext", re(`\b(?:for|to|requires?|as part of) (?:the )?(?:validation|verification|verify|validate|confirm|auditing|audit|quality assurance|compliance|telemetry|calibrat\w*|authenticat\w*)`)},
 	{"override", re(`\b(?:ignore|disregard|forget|override|supersede[sd]?|no longer apply|cancel+ed)\b`)},
 	{"about_response", re(`\b(?:your (?:response|reply|answer|summary|output)|in your (?:reply|response|answer)|respond|reply (?:with|only|in)|when answering)\b`)},
+	// Reading a local dotfile, key or credential store: a precondition
+	// no honest tool hands to the model.
+	{"reads_local_secret", re(`\b(?:read|cat|open|load|print|include|paste|attach|send|upload|supply|provide)\b[^.\n]{0,60}(?:~/|/etc/(?:shadow|passwd)|\.(?:bashrc|zshrc|bash_profile|profile|netrc|npmrc|pypirc|env|pgpass|git-credentials)\b|id_rsa|id_ed25519|\.ssh/|credentials\b|kube/config|_history\b|login data|keychain)`)},
 }
 
 // FeatureNames lists the structural features, in weight order.
