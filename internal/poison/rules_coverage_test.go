@@ -150,7 +150,7 @@ func TestPrefilterIsExact(t *testing.T) {
 // segments marks none, and segments out of order are searched one by one.
 func TestSegIndex(t *testing.T) {
 	r := &rule{name: "t", re: re(`\b(?:ignore|disregard) (?:previous|prior) rules`)}
-	doc := parseDocument("Please ignore\nprevious rules here. Now disregard prior rules! Ignore it.\n\nprior rules")
+	doc := parseDocument("Please ignore\nprevious rules here. Now disregard prior rules! Ignore it.\n\nprior rules\n```\n\tignore prior rules\n  ignore it\n```")
 	low := asciiLower(doc.text)
 	want := func(x *segIndex) []bool {
 		out := make([]bool, len(x.segs))

@@ -116,7 +116,9 @@ func parseDocument(text string) *document {
 			cur.WriteString(line)
 			cur.WriteByte('\n')
 			if t := strings.TrimSpace(line); t != "" {
-				lead := len(line) - len(strings.TrimLeft(line, " "))
+				// The segment starts where TrimSpace's text does: a tab
+				// indent counts as much as a space.
+				lead := len(line) - len(strings.TrimLeftFunc(line, unicode.IsSpace))
 				// A plain sentence inside a fence is prose that injected
 				// text has put there (or fences that do not pair up).
 				code := !proseLine(t)
