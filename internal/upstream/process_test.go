@@ -45,6 +45,11 @@ func newMarker(t *testing.T) string {
 func procConfig(name, marker string, env map[string]string) *config.Server {
 	// GORACE: a race-enabled binary otherwise sleeps a second at exit.
 	e := map[string]string{envBeFake: "1", markerVar: marker, "GORACE": "atexit_sleep_ms=0"}
+	if testing.CoverMode() != "" {
+		// A covered child without GOCOVERDIR warns on stderr as it exits,
+		// and that line would stand in for the exit cause tests look for.
+		e["GOCOVERDIR"] = os.TempDir()
+	}
 	for k, v := range env {
 		e[k] = v
 	}
