@@ -8,7 +8,7 @@
 // run: /proc/PID/task/*/schedstat, and runtime/metrics read on SIGUSR1 via
 // TOOLGATE_BENCHSTATS).
 //
-//	go run ./bench/latency [-n 2000] [-clients 1,4] [-duration 5s] [-mode meta,passthrough] [-bin PATH]
+//	go run ./bench/latency [-n 2000] [-clients 1,4] [-duration 5s] [-mode meta,passthrough] [-bin PATH] [-audit=false]
 //
 // With -mode passthrough, toolgate runs in passthrough mode and the client
 // calls up__echo directly with tools/call instead of through call_tool.
@@ -45,6 +45,7 @@ func main() {
 	dur := flag.Duration("duration", 5*time.Second, "length of each throughput run")
 	modes := flag.String("mode", "meta,passthrough", `toolgate's modes, comma-separated: "meta" (call_tool), "passthrough" (tools/call of up__echo)`)
 	bin := flag.String("bin", "", "toolgate binary to measure (default: build ./cmd/toolgate)")
+	flag.BoolVar(&auditOn, "audit", true, "keep toolgate's audit log on (its default); -audit=false shows what the log costs")
 	flag.Parse()
 	var clients []int
 	for _, c := range strings.Split(*clientsFlag, ",") {
@@ -90,6 +91,9 @@ func echoServer() *mcp.Server {
 
 // mode is toolgate's mode under test.
 var mode = "meta"
+
+// auditOn is -audit: whether the measured toolgate writes its audit log.
+var auditOn = true
 
 func run(modes []string, bin string, n int, clients []int, dur time.Duration) error {
 	ctx := context.Background()
@@ -147,8 +151,12 @@ func run(modes []string, bin string, n int, clients []int, dur time.Duration) er
 // summary lines.
 func runMode(ctx context.Context, self, bin, tmp, upAddr string, n int, clients []int, dur time.Duration) ([]string, error) {
 	state := filepath.Join(tmp, "state-"+mode)
-	stdioCfg := writeConfig(tmp, mode+"-stdio.json", fmt.Sprintf(`{"mode":%q,"mcpServers":{"up":{"command":%q,"args":["-upstream-stdio"]}}}`, mode, self))
-	httpCfg := writeConfig(tmp, mode+"-http.json", fmt.Sprintf(`{"mode":%q,"mcpServers":{"up":{"url":"http://%s/mcp"}}}`, mode, upAddr))
+	audit := ""
+	if !auditOn {
+		audit = `"audit":{"enabled":false},`
+	}
+	stdioCfg := writeConfig(tmp, mode+"-stdio.json", fmt.Sprintf(`{%s"mode":%q,"mcpServers":{"up":{"command":%q,"args":["-upstream-stdio"]}}}`, audit, mode, self))
+	httpCfg := writeConfig(tmp, mode+"-http.json", fmt.Sprintf(`{%s"mode":%q,"mcpServers":{"up":{"url":"http://%s/mcp"}}}`, audit, mode, upAddr))
 	gwAddr := freeAddr()
 	gw := exec.Command(bin, "serve", "--config", httpCfg, "--state-dir", state, "--listen", gwAddr, "--log-level", "error")
 	gw.Env = append(os.Environ(), "TOOLGATE_BENCHSTATS="+statsFile)
