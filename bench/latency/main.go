@@ -164,7 +164,14 @@ func runMode(ctx context.Context, self, bin, tmp, upAddr string, n int, clients 
 	if err := gw.Start(); err != nil {
 		return nil, err
 	}
-	defer func() { gw.Process.Kill(); gw.Wait() }()
+	// SIGTERM, not SIGKILL, so the gateway exits through its own shutdown
+	// and TOOLGATE_CPUPROFILE gets a flushed profile; killed if it hangs.
+	defer func() {
+		gw.Process.Signal(syscall.SIGTERM)
+		done := time.AfterFunc(5*time.Second, func() { gw.Process.Kill() })
+		gw.Wait()
+		done.Stop()
+	}()
 	waitListen(gwAddr)
 
 	newDirectStdio := func() (caller, error) {
