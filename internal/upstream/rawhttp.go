@@ -83,7 +83,11 @@ func (l *httpLeg) call(ctx context.Context, params []byte) (rawReply, error) {
 	body := relay.AppendRequest(id[:0], []byte(idTok), "tools/call", params)
 	defer func() { *bp = body; bufPool.Put(bp) }()
 
-	resp, err := l.post(ctx, body)
+	// The request has its own context so that reading the rest of the
+	// stream after the answer (drain) can be cut short.
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	resp, err := l.post(rctx, body)
 	if err != nil {
 		if ctx.Err() != nil {
 			l.cancel(idTok, ctx)
@@ -116,6 +120,9 @@ func (l *httpLeg) call(ctx context.Context, params []byte) (rawReply, error) {
 		}
 	case "text/event-stream":
 		rep = l.readStream(ctx, idTok, resp.Body)
+		if rep.err == nil {
+			drain(resp.Body, stop)
+		}
 	default:
 		rep.err = fmt.Errorf("the server answered a tool call as %q, neither JSON nor an event stream", mt)
 	}
@@ -138,6 +145,25 @@ func (l *httpLeg) post(ctx context.Context, body []byte) (*http.Response, error)
 	}
 	req.Header.Set("Mcp-Protocol-Version", l.version)
 	return l.client.Do(req)
+}
+
+// After a call's answer the server ends its stream (the spec says it
+// SHOULD), usually at once. Reading that end lets the connection go back
+// to the pool: a body closed before its end closes the connection, and the
+// next call would dial (and, over TLS, handshake) a new one. The wait is
+// short and bounded, so a server that keeps the stream open costs the
+// connection, as before, not the call's time.
+const (
+	drainWait  = 2 * time.Millisecond
+	drainBytes = 64 << 10
+)
+
+// drain reads the rest of body, for at most drainWait and drainBytes;
+// stop ends the request when the wait is over.
+func drain(body io.Reader, stop context.CancelFunc) {
+	t := time.AfterFunc(drainWait, stop)
+	_, _ = io.CopyN(io.Discard, body, drainBytes)
+	t.Stop()
 }
 
 // answer reads one JSON-RPC message that must be the response to id.

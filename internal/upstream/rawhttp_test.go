@@ -5,6 +5,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -146,5 +147,44 @@ func TestHTTPLegCancels(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server's handler was never cancelled")
+	}
+}
+
+// Calls on the raw leg reuse one keep-alive connection: the rest of a
+// call's stream after its answer is read, so the connection goes back to
+// the pool instead of being closed and a new one dialled per call.
+func TestHTTPLegReusesTheConnection(t *testing.T) {
+	up := echoServer()
+	var dials atomic.Int32
+	srv := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	m := NewManager(Options{ConnectTimeout: 5 * time.Second})
+	defer m.Close()
+	s, err := m.Add(&config.Server{Name: "up", URL: srv.URL, Transport: config.TransportStreamableHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	call := func() {
+		t.Helper()
+		res, err := s.RawCall(ctx, relay.AppendCallParams(nil, "echo", []byte(`{"message":"hi"}`), nil))
+		if err != nil || !strings.Contains(string(res.Result), `"Echo: hi"`) {
+			t.Fatalf("echo on the raw leg: %v %s", err, res.Result)
+		}
+	}
+	call() // the first call may open the leg's connection
+	before := dials.Load()
+	for range 20 {
+		call()
+	}
+	if n := dials.Load() - before; n != 0 {
+		t.Fatalf("20 calls opened %d new connections to the server; want them on the kept-alive one", n)
 	}
 }
