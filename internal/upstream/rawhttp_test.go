@@ -188,3 +188,50 @@ func TestHTTPLegReusesTheConnection(t *testing.T) {
 		t.Fatalf("20 calls opened %d new connections to the server; want them on the kept-alive one", n)
 	}
 }
+
+// Concurrent calls keep their connections too: the default client keeps
+// as many idle connections to a server as calls run at once (net/http's
+// default keeps two, and closes the rest after every burst).
+func TestHTTPConcurrentCallsReuseConnections(t *testing.T) {
+	up := echoServer()
+	var dials atomic.Int32
+	srv := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	m := NewManager(Options{ConnectTimeout: 5 * time.Second})
+	defer m.Close()
+	s, err := m.Add(&config.Server{Name: "up", URL: srv.URL, Transport: config.TransportStreamableHTTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const callers, rounds = 8, 10
+	before := dials.Load()
+	for range rounds {
+		errs := make(chan error, callers)
+		for range callers {
+			go func() {
+				res, err := s.RawCall(ctx, relay.AppendCallParams(nil, "echo", []byte(`{"message":"hi"}`), nil))
+				if err == nil && !strings.Contains(string(res.Result), `"Echo: hi"`) {
+					err = errors.New("unexpected answer " + string(res.Result))
+				}
+				errs <- err
+			}()
+		}
+		for range callers {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// At most one connection per caller (and the session's own stream).
+	if n := dials.Load() - before; n > callers+1 {
+		t.Fatalf("%d rounds of %d concurrent calls opened %d connections; want at most %d", rounds, callers, n, callers+1)
+	}
+}

@@ -178,7 +178,12 @@ func NewManager(opts Options) *Manager {
 		opts.ProbeNamespaces = egress.Probe
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// net/http keeps two idle connections per host by default: calls
+		// running at once on one server would close the rest after every
+		// burst and dial (and handshake) again.
+		t.MaxIdleConnsPerHost = 32
+		opts.HTTPClient = &http.Client{Transport: t}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel, servers: map[string]*Server{}}
