@@ -153,10 +153,11 @@ func (l *httpLeg) post(ctx context.Context, body []byte) (*http.Response, error)
 // next call would dial (and, over TLS, handshake) a new one. The wait is
 // short and bounded, so a server that keeps the stream open costs the
 // connection, as before, not the call's time.
-const (
-	drainWait  = 2 * time.Millisecond
-	drainBytes = 64 << 10
-)
+const drainBytes = 64 << 10
+
+// drainWait bounds the wait (a variable so that tests of the connection's
+// reuse do not depend on the machine's load).
+var drainWait = 2 * time.Millisecond
 
 // drain reads the rest of body, for at most drainWait and drainBytes;
 // stop ends the request when the wait is over.

@@ -154,6 +154,7 @@ func TestHTTPLegCancels(t *testing.T) {
 // call's stream after its answer is read, so the connection goes back to
 // the pool instead of being closed and a new one dialled per call.
 func TestHTTPLegReusesTheConnection(t *testing.T) {
+	slowDrain(t)
 	up := echoServer()
 	var dials atomic.Int32
 	srv := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
@@ -193,6 +194,7 @@ func TestHTTPLegReusesTheConnection(t *testing.T) {
 // as many idle connections to a server as calls run at once (net/http's
 // default keeps two, and closes the rest after every burst).
 func TestHTTPConcurrentCallsReuseConnections(t *testing.T) {
+	slowDrain(t)
 	up := echoServer()
 	var dials atomic.Int32
 	srv := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
@@ -230,8 +232,19 @@ func TestHTTPConcurrentCallsReuseConnections(t *testing.T) {
 			}
 		}
 	}
-	// At most one connection per caller (and the session's own stream).
-	if n := dials.Load() - before; n > callers+1 {
-		t.Fatalf("%d rounds of %d concurrent calls opened %d connections; want at most %d", rounds, callers, n, callers+1)
+	// About one connection per caller (and the session's own stream). A
+	// connection goes back to the pool on the transport's own goroutine,
+	// so a round that starts at once may still dial one or two more; the
+	// old client, which kept two, redialled six per round (over 60).
+	if n := dials.Load() - before; n > 2*callers {
+		t.Fatalf("%d rounds of %d concurrent calls opened %d connections; want at most %d", rounds, callers, n, 2*callers)
 	}
+}
+
+// slowDrain lets a call's stream end be read however loaded the machine
+// is: the connection tests check that it is read, not how fast.
+func slowDrain(t *testing.T) {
+	old := drainWait
+	drainWait = 5 * time.Second
+	t.Cleanup(func() { drainWait = old })
 }
