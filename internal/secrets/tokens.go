@@ -221,6 +221,10 @@ func (t *Tokens) read() (map[string]string, error) {
 			return m, nil
 		}
 		t.mu.Unlock()
+	} else if errors.Is(err, fs.ErrNotExist) && !t.explicit {
+		// No file and none required: one stat per call, not a stat and a
+		// failed open.
+		return map[string]string{}, nil
 	}
 	data, err := os.ReadFile(t.path)
 	if errors.Is(err, fs.ErrNotExist) && !t.explicit {
