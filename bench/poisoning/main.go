@@ -66,8 +66,23 @@ func main() {
 		dropFeatures = strings.Split(v, ",")
 		return nil
 	})
+	flag.Func("model", "definition and output model: logistic or mlp (one hidden ReLU layer, see -mlp-*)", func(v string) error {
+		if v != "logistic" && v != "mlp" {
+			return fmt.Errorf("want logistic or mlp, not %q", v)
+		}
+		modelKind = v
+		return nil
+	})
+	flag.IntVar(&mlpUnits, "mlp-units", mlpUnits, "hidden ReLU units of the MLP")
+	flag.IntVar(&mlpEpochs, "mlp-epochs", mlpEpochs, "epochs of mini-batch Adam for the MLP")
+	flag.IntVar(&mlpBatch, "mlp-batch", mlpBatch, "mini-batch size of the MLP")
+	flag.Float64Var(&mlpLR, "mlp-lr", mlpLR, "Adam learning rate of the MLP")
+	flag.Float64Var(&mlpL2, "mlp-l2", mlpL2, "L2 penalty on the MLP's hidden and output weights (standardised inputs)")
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
+	if mlpUnits < 1 || mlpBatch < 1 || mlpEpochs < 1 {
+		log.Fatalf("-mlp-units, -mlp-batch and -mlp-epochs must be positive (have %d, %d, %d)", mlpUnits, mlpBatch, mlpEpochs)
+	}
 	losoKinds = strings.Split(*kindsFlag, ",")
 	if *losoOnly != "" {
 		losoSources = strings.Split(*losoOnly, ",")
