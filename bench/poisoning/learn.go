@@ -273,7 +273,7 @@ var (
 	mlpEpochs = 12
 	mlpBatch  = 64
 	mlpLR     = 0.003
-	mlpL2     = 1e-3
+	mlpL2     = 3e-2
 	mlpSeed   = uint64(15)
 )
 

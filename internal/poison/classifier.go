@@ -17,7 +17,8 @@ import (
 	"github.com/toolgate/toolgate/internal/embed"
 )
 
-// The learned detector: a logistic regression over the MiniLM sentence
+// The learned detector: a logistic regression (or, when the weights file
+// holds a hidden layer, a one-hidden-layer MLP) over the MiniLM sentence
 // embedding of a part of the text (a sentence, two adjacent sentences, or
 // the whole text when it is short) concatenated with a few structural
 // features. A text scores as its worst part. The weights are trained
