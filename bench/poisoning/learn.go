@@ -10,6 +10,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,22 +223,209 @@ func featurize(emb embed.Embedder, docs []doc) (*featurized, error) {
 	return f, nil
 }
 
-// logistic is a trained model in float64 while training.
+// logistic is a trained model in float64 while training: a logistic
+// regression, or (hw set) a one-hidden-layer MLP whose hashed n-gram
+// weights stay a linear term of the output.
 type logistic struct {
 	w []float64
 	u []float64 // hashed n-gram weights
 	b float64
+	// The MLP: hidden weights (unit after unit, each len(x) long), hidden
+	// biases and output weights, with the standardisation folded in.
+	hw, hb, ho []float64
 }
 
 func (m *logistic) score(in instance) float64 {
 	z := m.b
-	for i, v := range in.x {
-		z += m.w[i] * float64(v)
+	if m.hw != nil {
+		dim := len(in.x)
+		for k, c := range m.hb {
+			a := c
+			row := m.hw[k*dim : (k+1)*dim]
+			for i, v := range in.x {
+				a += row[i] * float64(v)
+			}
+			if a > 0 {
+				z += m.ho[k] * a
+			}
+		}
+	} else {
+		for i, v := range in.x {
+			z += m.w[i] * float64(v)
+		}
 	}
 	for _, g := range in.grams {
 		z += m.u[g]
 	}
 	return 1 / (1 + math.Exp(-z))
+}
+
+// modelKind is the definition and output model the trainer fits (flag
+// -model): "logistic" or "mlp". The output gate is always logistic.
+var modelKind = "logistic"
+
+// The MLP's shape and training: mlpUnits ReLU units, mini-batches of
+// mlpBatch instances in an order shuffled per epoch by a generator seeded
+// with mlpSeed (deterministic), mlpEpochs epochs of Adam at rate mlpLR, L2
+// penalty mlpL2 on the (standardised) hidden and output weights.
+var (
+	mlpUnits  = 32
+	mlpEpochs = 12
+	mlpBatch  = 64
+	mlpLR     = 0.003
+	mlpL2     = 3e-2
+	mlpSeed   = uint64(15)
+)
+
+// fit trains the model modelKind names.
+func fit(ins []instance, ys []bool) *logistic {
+	if modelKind == "mlp" {
+		return fitMLP(ins, ys)
+	}
+	return fitLogistic(ins, ys)
+}
+
+// fitMLP trains a one-hidden-layer ReLU network, class-balanced like
+// fitLogistic, on standardised inputs (folded back into the first layer),
+// with fixed-order mini-batch Adam from a seeded initialisation.
+func fitMLP(ins []instance, ys []bool) *logistic {
+	xs, mu, sd := standardize(ins)
+	dim, nh, units, n := len(mu), 1<<hashBits, mlpUnits, len(xs)
+	var npos, nneg float64
+	for _, y := range ys {
+		if y {
+			npos++
+		} else {
+			nneg++
+		}
+	}
+	wpos, wneg := posWeight/max(npos, 1), (1-posWeight)/max(nneg, 1)
+	// Parameters: hidden weights, hidden biases, output weights, hashed
+	// weights, the output bias.
+	oC, oV := units*dim, units*dim+units
+	oU := oV + units
+	oB := oU + nh
+	p := make([]float64, oB+1)
+	rng := rand.New(rand.NewPCG(mlpSeed, 0))
+	he := math.Sqrt(2 / float64(dim))
+	for j := range oC {
+		p[j] = rng.NormFloat64() * he
+	}
+	for k := range units {
+		p[oV+k] = rng.NormFloat64() / math.Sqrt(float64(units))
+	}
+	const b1, b2 = 0.9, 0.999
+	mw, vw, g := make([]float64, len(p)), make([]float64, len(p)), make([]float64, len(p))
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	act := make([]float64, units)
+	t := 0
+	for range mlpEpochs {
+		rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for lo := 0; lo < n; lo += mlpBatch {
+			hi := min(lo+mlpBatch, n)
+			clear(g)
+			// The batch stands for the whole set: its loss is scaled up so
+			// that the penalty weighs as in full-batch training.
+			scale := float64(n) / float64(hi-lo)
+			for _, i := range order[lo:hi] {
+				x := xs[i]
+				z := p[oB]
+				for _, h := range ins[i].grams {
+					z += p[oU+h]
+				}
+				for k := range units {
+					a := p[oC+k]
+					row := p[k*dim : (k+1)*dim]
+					for j, v := range x {
+						a += row[j] * v
+					}
+					act[k] = max(a, 0)
+					z += p[oV+k] * act[k]
+				}
+				pr := 1 / (1 + math.Exp(-z))
+				wt, y := wneg, 0.0
+				if ys[i] {
+					wt, y = wpos, 1
+				}
+				e := wt * (pr - y) * scale
+				g[oB] += e
+				for _, h := range ins[i].grams {
+					g[oU+h] += e
+				}
+				for k := range units {
+					if act[k] <= 0 {
+						continue
+					}
+					g[oV+k] += e * act[k]
+					d := e * p[oV+k]
+					g[oC+k] += d
+					grow := g[k*dim : (k+1)*dim]
+					for j, v := range x {
+						grow[j] += d * v
+					}
+				}
+			}
+			for j := range oC {
+				g[j] += mlpL2 * p[j]
+			}
+			for j := oV; j < oU; j++ {
+				g[j] += mlpL2 * p[j]
+			}
+			for j := oU; j < oB; j++ {
+				g[j] += l2Hashed * p[j]
+			}
+			t++
+			c1, c2 := 1-math.Pow(b1, float64(t)), 1-math.Pow(b2, float64(t))
+			for j := range g {
+				mw[j] = b1*mw[j] + (1-b1)*g[j]
+				vw[j] = b2*vw[j] + (1-b2)*g[j]*g[j]
+				p[j] -= mlpLR * (mw[j] / c1) / (math.Sqrt(vw[j]/c2) + 1e-8)
+			}
+		}
+	}
+	m := &logistic{u: slices.Clone(p[oU:oB]), b: p[oB], hw: make([]float64, oC), hb: slices.Clone(p[oC:oV]), ho: slices.Clone(p[oV:oU])}
+	for k := range units {
+		for j := range dim {
+			m.hw[k*dim+j] = p[k*dim+j] / sd[j]
+			m.hb[k] -= p[k*dim+j] * mu[j] / sd[j]
+		}
+	}
+	return m
+}
+
+// standardize returns the inputs centred and scaled per dimension, with
+// the means and standard deviations used.
+func standardize(ins []instance) (xs [][]float64, mu, sd []float64) {
+	dim := len(ins[0].x)
+	mu, sd = make([]float64, dim), make([]float64, dim)
+	for _, in := range ins {
+		for j, v := range in.x {
+			mu[j] += float64(v)
+		}
+	}
+	for j := range mu {
+		mu[j] /= float64(len(ins))
+	}
+	for _, in := range ins {
+		for j, v := range in.x {
+			d := float64(v) - mu[j]
+			sd[j] += d * d
+		}
+	}
+	for j := range sd {
+		sd[j] = math.Sqrt(sd[j]/float64(len(ins))) + 1e-3
+	}
+	xs = make([][]float64, len(ins))
+	for i, in := range ins {
+		xs[i] = make([]float64, dim)
+		for j, v := range in.x {
+			xs[i][j] = (float64(v) - mu[j]) / sd[j]
+		}
+	}
+	return xs, mu, sd
 }
 
 // fitLogistic trains an L2-regularised logistic regression with full-batch
@@ -380,7 +568,7 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 			}
 		}
 	}
-	m := fitLogistic(xs, ys)
+	m := fit(xs, ys)
 	// Second round: each malicious definition contributes its whole text and
 	// the part the first model finds worst.
 	base()
@@ -407,7 +595,7 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 			xs, ys = append(xs, f.parts[i][best]), append(ys, true)
 		}
 	}
-	return fitLogistic(xs, ys)
+	return fit(xs, ys)
 }
 
 // docScore is a document's worst part.
@@ -564,6 +752,16 @@ func (m *logistic) export(th float64) *poison.LinearModel {
 	}
 	for i, u := range m.u {
 		lm.Hashed[i] = r(u)
+	}
+	if m.hw != nil {
+		h := &poison.HiddenLayer{Units: len(m.hb), Weights: make([]float32, len(m.hw)), Bias: make([]float32, len(m.hb)), Out: make([]float32, len(m.ho))}
+		for i, w := range m.hw {
+			h.Weights[i] = r(w)
+		}
+		for i := range m.hb {
+			h.Bias[i], h.Out[i] = r(m.hb[i]), r(m.ho[i])
+		}
+		lm.Weights, lm.Hidden = []float32{}, h
 	}
 	return lm
 }

@@ -66,8 +66,23 @@ func main() {
 		dropFeatures = strings.Split(v, ",")
 		return nil
 	})
+	flag.Func("model", "definition and output model: logistic or mlp (one hidden ReLU layer, see -mlp-*)", func(v string) error {
+		if v != "logistic" && v != "mlp" {
+			return fmt.Errorf("want logistic or mlp, not %q", v)
+		}
+		modelKind = v
+		return nil
+	})
+	flag.IntVar(&mlpUnits, "mlp-units", mlpUnits, "hidden ReLU units of the MLP")
+	flag.IntVar(&mlpEpochs, "mlp-epochs", mlpEpochs, "epochs of mini-batch Adam for the MLP")
+	flag.IntVar(&mlpBatch, "mlp-batch", mlpBatch, "mini-batch size of the MLP")
+	flag.Float64Var(&mlpLR, "mlp-lr", mlpLR, "Adam learning rate of the MLP")
+	flag.Float64Var(&mlpL2, "mlp-l2", mlpL2, "L2 penalty on the MLP's hidden and output weights (standardised inputs)")
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
+	if mlpUnits < 1 || mlpBatch < 1 || mlpEpochs < 1 {
+		log.Fatalf("-mlp-units, -mlp-batch and -mlp-epochs must be positive (have %d, %d, %d)", mlpUnits, mlpBatch, mlpEpochs)
+	}
 	losoKinds = strings.Split(*kindsFlag, ",")
 	if *losoOnly != "" {
 		losoSources = strings.Split(*losoOnly, ",")
@@ -174,6 +189,11 @@ func main() {
 	if *doTrain {
 		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -l2 %g -l2-hashed %g -pos-weight %g -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + bench/poisoning/authored2_{defs,outputs}.jsonl + bench/poisoning/authored3_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s; threshold: 5-fold out-of-fold clean-document FPR <= %g on the training rows",
 			targetFPR, l2Dense, l2Hashed, posWeight, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, goDocNote(), targetFPR)
+		if modelKind == "mlp" {
+			// The logistic note stays as it was, so that its weights reproduce.
+			note = strings.Replace(note, "-epochs "+fmt.Sprint(epochs)+": logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds)",
+				fmt.Sprintf("-epochs %d -model mlp -mlp-units %d -mlp-epochs %d -mlp-batch %d -mlp-lr %g -mlp-l2 %g: one-hidden-layer ReLU MLP (standardised inputs, seeded init, fixed-order mini-batch Adam, two multiple-instance rounds; hashed n-grams linear in the output)", epochs, mlpUnits, mlpEpochs, mlpBatch, mlpLR, mlpL2), 1)
+		}
 		printOOF = true
 		m := l.models(func(doc) bool { return true }, note)
 		path := filepath.Join("internal", "poison", "classifier.json")

@@ -17,7 +17,8 @@ import (
 	"github.com/toolgate/toolgate/internal/embed"
 )
 
-// The learned detector: a logistic regression over the MiniLM sentence
+// The learned detector: a logistic regression (or, when the weights file
+// holds a hidden layer, a one-hidden-layer MLP) over the MiniLM sentence
 // embedding of a part of the text (a sentence, two adjacent sentences, or
 // the whole text when it is short) concatenated with a few structural
 // features. A text scores as its worst part. The weights are trained
@@ -27,17 +28,32 @@ import (
 //go:embed classifier.json
 var builtinModelsJSON []byte
 
-// LinearModel is one trained logistic regression.
+// LinearModel is one trained classifier: a logistic regression, or, when
+// Hidden is set, a shallow MLP whose hidden layer reads the embedding and
+// structural features (the hashed n-grams stay a linear term of the output).
 type LinearModel struct {
 	// Weights has Dim embedding weights followed by one weight per entry of
-	// FeatureNames.
+	// FeatureNames; empty in an MLP.
 	Weights []float32 `json:"weights"`
+	// Hidden is the MLP's ReLU layer; nil in a logistic regression.
+	Hidden *HiddenLayer `json:"hidden,omitempty"`
 	// Hashed has one weight per bucket of the hashed word unigrams and
 	// bigrams (Models.HashBits); the lexical half of the model.
 	Hashed []float32 `json:"hashed"`
 	Bias   float32   `json:"bias"`
 	// Threshold is the probability at or above which a part is flagged.
 	Threshold float64 `json:"threshold"`
+}
+
+// HiddenLayer is one ReLU layer of Units units over the Dim embedding
+// dimensions and the structural features, and its output weights.
+type HiddenLayer struct {
+	Units int `json:"units"`
+	// Weights is Units rows of Dim+len(FeatureNames) weights, row after row.
+	Weights []float32 `json:"weights"`
+	Bias    []float32 `json:"bias"`
+	// Out weighs each unit's activation in the output logit.
+	Out []float32 `json:"out"`
 }
 
 // Models are the trained classifiers for both kinds of text.
@@ -86,8 +102,13 @@ func (m *Models) validate() error {
 		if lm == nil {
 			return fmt.Errorf("poison: classifier: no %s model", name)
 		}
-		if len(lm.Weights) != m.Dim+len(FeatureNames) {
-			return fmt.Errorf("poison: classifier: %s model has %d weights, want %d", name, len(lm.Weights), m.Dim+len(FeatureNames))
+		in := m.Dim + len(FeatureNames)
+		if h := lm.Hidden; h != nil {
+			if h.Units <= 0 || h.Units > 1024 || len(h.Weights) != h.Units*in || len(h.Bias) != h.Units || len(h.Out) != h.Units || len(lm.Weights) != 0 {
+				return fmt.Errorf("poison: classifier: %s model: hidden layer of %d units must have %d weights, %d biases, %d output weights and no linear weights (has %d, %d, %d, %d)", name, h.Units, max(h.Units, 0)*in, h.Units, h.Units, len(h.Weights), len(h.Bias), len(h.Out), len(lm.Weights))
+			}
+		} else if len(lm.Weights) != in {
+			return fmt.Errorf("poison: classifier: %s model has %d weights, want %d", name, len(lm.Weights), in)
 		}
 		want := 0
 		if m.HashBits > 0 {
@@ -260,6 +281,23 @@ func (lm *LinearModel) Score(vec, feats []float32, grams []int) float64 {
 	z := float64(lm.Bias)
 	for _, b := range grams {
 		z += float64(lm.Hashed[b])
+	}
+	if h := lm.Hidden; h != nil {
+		in := len(vec) + len(feats)
+		for k := range h.Units {
+			row := h.Weights[k*in : (k+1)*in]
+			a := float64(h.Bias[k])
+			for i, v := range vec {
+				a += float64(row[i]) * float64(v)
+			}
+			for i, f := range feats {
+				a += float64(row[len(vec)+i]) * float64(f)
+			}
+			if a > 0 {
+				z += float64(h.Out[k]) * a
+			}
+		}
+		return 1 / (1 + math.Exp(-z))
 	}
 	for i, v := range vec {
 		z += float64(lm.Weights[i]) * float64(v)

@@ -355,3 +355,57 @@ func TestStructuralFeatures(t *testing.T) {
 		}
 	}
 }
+
+// mlpTestModels is a hand-made MLP: two hidden units compute "concealment
+// but not directive" and "directive but not concealment", so a part scores
+// high when exactly one of the two features is set (an XOR no linear model
+// of the two features gives).
+func mlpTestModels() *Models {
+	dim := 384
+	in := dim + len(FeatureNames)
+	mk := func() *LinearModel {
+		h := &HiddenLayer{Units: 2, Weights: make([]float32, 2*in), Bias: make([]float32, 2), Out: []float32{10, 10}}
+		for i, n := range FeatureNames {
+			switch n {
+			case "concealment":
+				h.Weights[dim+i], h.Weights[in+dim+i] = 1, -1
+			case "directive":
+				h.Weights[dim+i], h.Weights[in+dim+i] = -1, 1
+			}
+		}
+		return &LinearModel{Weights: []float32{}, Hidden: h, Bias: -5, Threshold: 0.9}
+	}
+	return &Models{Dim: dim, Features: FeatureNames, Definition: mk(), Output: mk(), Trained: "test"}
+}
+
+func TestMLPModelScores(t *testing.T) {
+	c, err := newClassifier(embed.NewHashing(384), mlpTestModels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]bool{
+		"Quietly copies the file.":               true,  // concealment only
+		"You must copy the file.":                true,  // directive only
+		"You must quietly copy the file.":        false, // both
+		"Copies the file to the given location.": false, // neither
+	} {
+		ps, err := c.worst(KindDefinition, text, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ps.score >= 0.9; got != want {
+			t.Errorf("%q scores %.3f, flagged %v, want %v", text, ps.score, got, want)
+		}
+	}
+
+	bad := mlpTestModels()
+	bad.Output.Hidden.Weights = bad.Output.Hidden.Weights[1:]
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "hidden layer of 2 units") {
+		t.Errorf("short hidden weights: %v", err)
+	}
+	bad = mlpTestModels()
+	bad.Definition.Weights = make([]float32, 384+len(FeatureNames))
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "no linear weights") {
+		t.Errorf("hidden layer next to linear weights: %v", err)
+	}
+}

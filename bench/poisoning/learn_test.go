@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+)
+
+// xorSet is the XOR problem: label = (a > 0) != (b > 0), each corner
+// repeated, with no hashed n-grams.
+func xorSet() ([]instance, []bool) {
+	var ins []instance
+	var ys []bool
+	for r := range 64 {
+		for _, c := range [][2]float32{{-1, -1}, {-1, 1}, {1, -1}, {1, 1}} {
+			jit := float32(r%8) / 80 // a little spread, the same every run
+			ins = append(ins, instance{x: []float32{c[0] + jit, c[1] - jit}})
+			ys = append(ys, (c[0] > 0) != (c[1] > 0))
+		}
+	}
+	return ins, ys
+}
+
+// TestMLPLearnsXOR checks the MLP separates what no linear model can, and
+// that the runtime scores the exported weights as the trainer does.
+func TestMLPLearnsXOR(t *testing.T) {
+	saved := mlpEpochs
+	mlpEpochs = 150
+	defer func() { mlpEpochs = saved }()
+	ins, ys := xorSet()
+
+	lin := fitLogistic(ins, ys)
+	linWrong := 0
+	for i, in := range ins {
+		if (lin.score(in) >= 0.5) != ys[i] {
+			linWrong++
+		}
+	}
+	if linWrong == 0 {
+		t.Fatal("logistic regression separated XOR: the problem is not a test of the hidden layer")
+	}
+
+	m := fitMLP(ins, ys)
+	lm := m.export(0.5)
+	if lm.Hidden == nil || lm.Hidden.Units != mlpUnits || len(lm.Weights) != 0 {
+		t.Fatalf("exported MLP has no hidden layer of %d units: %+v", mlpUnits, lm.Hidden)
+	}
+	for i, in := range ins {
+		s := m.score(in)
+		if (s >= 0.5) != ys[i] || math.Abs(s-0.5) < 0.3 {
+			t.Fatalf("MLP scores %v (label %v) %.3f", in.x, ys[i], s)
+		}
+		// The runtime reads the exported (rounded, float32) weights.
+		if rs := lm.Score(in.x, nil, nil); math.Abs(rs-s) > 1e-3 {
+			t.Fatalf("runtime scores %v %.4f, trainer %.4f", in.x, rs, s)
+		}
+	}
+}
+
+// TestMLPDeterministic checks two fits on the same data give byte-identical
+// weights (the committed classifier.json must reproduce).
+func TestMLPDeterministic(t *testing.T) {
+	saved := mlpEpochs
+	mlpEpochs = 20
+	defer func() { mlpEpochs = saved }()
+	ins, ys := xorSet()
+	a, err := json.Marshal(fitMLP(ins, ys).export(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(fitMLP(ins, ys).export(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Fatal("two MLP fits on the same data differ")
+	}
+}
