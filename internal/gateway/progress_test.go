@@ -22,14 +22,22 @@ import (
 const progressSteps = 3
 
 // stepsUpstream serves "steps" (progress notifications, then the result at
-// once) and "ask" (a sampling request to the client, then the answer) over
-// streamable HTTP.
+// once), "logs" (log messages, then the result at once) and "ask" (a
+// sampling request to the client, then the answer) over streamable HTTP.
 func stepsUpstream(t *testing.T) string {
 	s := mcp.NewServer(&mcp.Implementation{Name: "steps", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "steps", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tok := req.Params.GetProgressToken()
 		for i := 1; i <= progressSteps; i++ {
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: progressSteps}); err != nil {
+				return nil, err
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+	})
+	s.AddTool(&mcp.Tool{Name: "logs", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		for i := 1; i <= progressSteps; i++ {
+			if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: fmt.Sprint("step ", i)}); err != nil {
 				return nil, err
 			}
 		}
@@ -114,8 +122,8 @@ func (c loggedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return m, err
 }
 
-// slowProgress delays the gateway's writes of progress notifications to
-// its client, which widens the window in which a result could overtake
+// slowProgress delays the gateway's writes of progress notifications and
+// log messages to its client, which widens the window in which a result could overtake
 // them.
 type slowProgress struct{ mcp.Transport }
 
@@ -127,7 +135,7 @@ func (t slowProgress) Connect(ctx context.Context) (mcp.Connection, error) {
 type slowConn struct{ mcp.Connection }
 
 func (c slowConn) Write(ctx context.Context, m jsonrpc.Message) error {
-	if r, ok := m.(*jsonrpc.Request); ok && r.Method == "notifications/progress" {
+	if r, ok := m.(*jsonrpc.Request); ok && (r.Method == "notifications/progress" || r.Method == "notifications/message") {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return c.Connection.Write(ctx, m)
@@ -143,19 +151,26 @@ func progressParams(tok string) *mcp.CallToolParams {
 // the result, on the wire.
 func wantProgressFirst(t *testing.T, got []string) {
 	t.Helper()
+	wantFirst(t, got, "notifications/progress")
+}
+
+// wantFirst checks that progressSteps notifications of method came before
+// the result, on the wire.
+func wantFirst(t *testing.T, got []string, method string) {
+	t.Helper()
 	var seen []string
 	for _, m := range got {
-		if m == "notifications/progress" || m == "result" {
+		if m == method || m == "result" {
 			seen = append(seen, m)
 		}
 	}
 	want := make([]string, 0, progressSteps+1)
 	for range progressSteps {
-		want = append(want, "notifications/progress")
+		want = append(want, method)
 	}
 	want = append(want, "result")
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
-		t.Fatalf("client read %v, want every progress notification before the result: %v", seen, want)
+		t.Fatalf("client read %v, want every %s before the result: %v", seen, method, want)
 	}
 }
 
@@ -183,6 +198,39 @@ func TestPassthroughRelaysProgressBeforeResult(t *testing.T) {
 			t.Fatalf("call %d: %v %+v", i, err, res)
 		}
 		wantProgressFirst(t, wire.list()[before:])
+	}
+}
+
+// Log messages an upstream sends during a call reach the caller before the
+// call's result, as they do progress: the conformance suite's
+// tools-call-with-logging lost the last one about one run in three when a
+// result overtook it (it then went to the standalone stream, after the
+// request it was about had ended).
+func TestPassthroughRelaysLogsBeforeResult(t *testing.T) {
+	g := passthroughGateway(t, stepsUpstream(t))
+	ctx := context.Background()
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := g.Connect(ctx, slowProgress{st}); err != nil {
+		t.Fatal(err)
+	}
+	wire := &wireLog{}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, loggedTransport{ct, wire}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// (On 2025-11-25: the 2026-07-28 revision takes the level from each
+	// request's _meta instead.)
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		before := len(wire.list())
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "logs", Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			t.Fatalf("call %d: %v %+v", i, err, res)
+		}
+		wantFirst(t, wire.list()[before:], "notifications/message")
 	}
 }
 

@@ -30,6 +30,7 @@ func (p *Relay) ClientOptions(server string) mcp.ClientOptions {
 			return res, relayNil(err)
 		},
 		LoggingMessageHandler: func(ctx context.Context, req *mcp.LoggingMessageRequest) {
+			defer p.loggedOne(server)
 			params := *req.Params
 			if params.Logger == "" {
 				params.Logger = server

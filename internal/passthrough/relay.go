@@ -63,6 +63,7 @@ type Relay struct {
 	mu       sync.Mutex
 	inflight map[string]map[*mcp.ServerSession]*inflight // upstream → client sessions with requests in flight
 	progress map[string]*progressRoute                   // our progress token → client's
+	logs     map[string]*logCount                        // upstream → its log messages seen and relayed
 	owners   map[string]string                           // exposed resource URI → upstream, from the last list
 	prefixes map[string]string                           // literal prefix of a resource template → upstream
 	subs     map[string]map[*mcp.ServerSession]bool
@@ -73,7 +74,7 @@ type Relay struct {
 func New(host Host, log, sdkLog *slog.Logger, bare string) *Relay {
 	return &Relay{
 		host: host, log: log, sdkLog: sdkLog, bare: bare,
-		inflight: map[string]map[*mcp.ServerSession]*inflight{}, progress: map[string]*progressRoute{},
+		inflight: map[string]map[*mcp.ServerSession]*inflight{}, progress: map[string]*progressRoute{}, logs: map[string]*logCount{},
 		owners: map[string]string{}, prefixes: map[string]string{}, subs: map[string]map[*mcp.ServerSession]bool{},
 	}
 }
@@ -171,6 +172,9 @@ func (p *Relay) Track(ctx context.Context, server string, ss *mcp.ServerSession)
 	f.ctx = ctx
 	p.mu.Unlock()
 	return func() {
+		// Log messages the upstream sent before the result go to ss, on
+		// its request's stream, before the result does.
+		p.awaitLogs(server)
 		p.mu.Lock()
 		if f.n--; f.n <= 0 {
 			delete(m, ss)
@@ -296,14 +300,79 @@ func (p *Relay) DropProgress(meta mcp.Meta) {
 	delete(p.progress, tok)
 }
 
+// logCount counts one upstream's log messages: seen by the tap on the
+// wire, relayed by the SDK's handler since (guarded by Relay.mu). The SDK
+// hands a notification to a goroutine while its reader completes the call
+// the next message answers, so without the count a result could overtake
+// the log messages sent before it, and those would miss the request they
+// are about (and, over streamable HTTP, its stream).
+type logCount struct {
+	seen, relayed int
+	changed       chan struct{} // closed (and replaced) on each relay
+}
+
+// logDrain bounds how long a result waits for the log messages read
+// before it to be relayed: only a message the SDK never hands over (it
+// drops one it cannot decode) costs the wait.
+const logDrain = time.Second
+
+// awaitLogs waits until every log message the tap has seen from server so
+// far has been relayed, or logDrain has passed.
+func (p *Relay) awaitLogs(server string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lc := p.logs[server]
+	if lc == nil || lc.relayed >= lc.seen {
+		return
+	}
+	target := lc.seen
+	t := time.NewTimer(logDrain)
+	defer t.Stop()
+	for lc.relayed < target {
+		changed := lc.changed
+		p.mu.Unlock()
+		select {
+		case <-changed:
+		case <-t.C:
+			p.mu.Lock()
+			p.log.Warn("passthrough: log messages read before a result were not relayed in time", "server", server, "missing", target-lc.relayed)
+			// Take them as lost, so that later results do not wait for
+			// them too.
+			lc.relayed = max(lc.relayed, target)
+			return
+		}
+		p.mu.Lock()
+	}
+}
+
+// loggedOne records that the handler has relayed (or dropped) one log
+// message of server.
+func (p *Relay) loggedOne(server string) {
+	p.mu.Lock()
+	if lc := p.logs[server]; lc != nil && lc.relayed < lc.seen {
+		lc.relayed++
+		close(lc.changed)
+		lc.changed = make(chan struct{})
+	}
+	p.mu.Unlock()
+}
+
 // progressMethod is how the tap recognises a progress notification
 // without decoding every message.
 var progressMethod = []byte(`"notifications/progress"`)
 
+// logMethod is how the tap recognises a log message.
+var logMethod = []byte(`"notifications/message"`)
+
 // OnUpstreamMessage is the upstream tap (upstream.Options.OnMessage): it
-// counts, in wire order, the progress notifications for routes of ours, so
-// DropProgress knows what a result must wait for.
+// counts, in wire order, the progress notifications for routes of ours
+// and the log messages, so that DropProgress and a request's end know what
+// a result must wait for.
 func (p *Relay) OnUpstreamMessage(server string, msg []byte) {
+	if bytes.Contains(msg, logMethod) {
+		p.countLog(server, msg)
+		return
+	}
 	if !bytes.Contains(msg, progressMethod) {
 		return
 	}
@@ -324,6 +393,27 @@ func (p *Relay) OnUpstreamMessage(server string, msg []byte) {
 	if route := p.progress[tok]; route != nil {
 		route.seen++
 	}
+	p.mu.Unlock()
+}
+
+// countLog counts msg if it is a log message the SDK will hand to the
+// handler: a notification whose params decode.
+func (p *Relay) countLog(server string, msg []byte) {
+	var n struct {
+		ID     json.RawMessage           `json:"id"`
+		Method string                    `json:"method"`
+		Params *mcp.LoggingMessageParams `json:"params"`
+	}
+	if json.Unmarshal(msg, &n) != nil || n.Method != "notifications/message" || n.ID != nil || n.Params == nil {
+		return
+	}
+	p.mu.Lock()
+	lc := p.logs[server]
+	if lc == nil {
+		lc = &logCount{changed: make(chan struct{})}
+		p.logs[server] = lc
+	}
+	lc.seen++
 	p.mu.Unlock()
 }
 
