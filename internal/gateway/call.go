@@ -46,6 +46,24 @@ type callOpts struct {
 	send func(ctx context.Context, srv *upstream.Server, params *mcp.CallToolParams) (*extension.CallResult, error)
 }
 
+// say is an error result of the call path, worded for the request the
+// client made: meta mode's call_tool messages start with "call_tool:", a
+// passthrough client called tools/call itself.
+func (o *callOpts) say(format string, args ...any) *mcp.CallToolResult {
+	if o != nil && o.relayRPC {
+		return errorResult(format, args...)
+	}
+	return errorResult("call_tool: "+format, args...)
+}
+
+// prefix starts the call path's messages to the client (see say).
+func (o *callOpts) prefix() string {
+	if o != nil && o.relayRPC {
+		return ""
+	}
+	return "call_tool: "
+}
+
 type callStateKey struct{}
 
 // callState carries one call's routing through the middleware to the
@@ -223,6 +241,11 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opt
 	}
 	srv, up := g.ups.Get(server)
 	if !ok || !up {
+		if opts != nil && opts.relayRPC {
+			// Passthrough has no search_tools: the tool list is where
+			// the client finds what is there now.
+			return nil, refuse("unknown_tool", "%q is not available any more (server %q is not connected or no longer offers it). List the tools again.", req.ToolName, server)
+		}
 		return nil, refuse("unknown_tool", "call_tool: %q is not available any more (server %q is not connected or no longer offers it). Call search_tools again.", req.ToolName, server)
 	}
 	req.Def = t.Def()
@@ -235,17 +258,17 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opt
 	var nc *noConnection
 	switch {
 	case errors.As(err, &nc):
-		return nil, &Refusal{result: errorResult("call_tool: %q was not run: %v.", req.ToolName, nc.err)}
+		return nil, &Refusal{result: opts.say("%q was not run: %v.", req.ToolName, nc.err)}
 	case errors.Is(err, errNotRecorded):
 		// The error (logged by intercepted) names files: it stays in the
 		// operator's log.
-		return nil, &Refusal{result: errorResult("call_tool: %q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName)}
+		return nil, &Refusal{result: opts.say("%q was not run because the audit log could not record it; tell the user to check the gateway's log.", req.ToolName)}
 	case errors.As(err, &uf):
 		// The upstream stage recorded the call and its error.
 		if srv.Config().IsRemote() && authFailure(uf.err) {
-			return nil, &Refusal{result: errorResult("call_tool: %s", g.authMessage(ctx, server))}
+			return nil, &Refusal{result: opts.say("%s", g.authMessage(ctx, server))}
 		}
-		r := &Refusal{result: upstreamError(srv, t.Name, uf.err)}
+		r := &Refusal{result: upstreamError(opts.prefix(), srv, t.Name, uf.err)}
 		var rpc *jsonrpc.Error
 		if opts != nil && opts.relayRPC && errors.As(uf.err, &rpc) {
 			r.rpc = rpc
@@ -317,11 +340,11 @@ func (g *Gateway) RunToolCall(ctx context.Context, c ToolCall) (*extension.CallR
 
 // decoded is the result a caller that answers with the SDK needs; a
 // result that does not decode (a middleware's, or a relay's bytes) is the
-// upstream's failure.
-func decoded(out *extension.CallResult, tool string) (*mcp.CallToolResult, *Refusal) {
+// upstream's failure. prefix starts the message (see callOpts.prefix).
+func decoded(out *extension.CallResult, tool, prefix string) (*mcp.CallToolResult, *Refusal) {
 	res, err := out.Result()
 	if err != nil {
-		return nil, &Refusal{result: errorResult("call_tool: %q answered with a result toolgate cannot read: %v", tool, err)}
+		return nil, &Refusal{result: errorResult("%s%q answered with a result toolgate cannot read: %v", prefix, tool, err)}
 	}
 	return res, nil
 }

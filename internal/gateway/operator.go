@@ -39,7 +39,7 @@ func (g *Gateway) OperatorCall(ctx context.Context, toolName string, args map[st
 	})
 	var out *mcp.CallToolResult
 	if r == nil {
-		out, r = decoded(res, req.Tool)
+		out, r = decoded(res, req.Tool, "call_tool: ")
 	}
 	if r != nil {
 		return r.ToolResult(toolName)

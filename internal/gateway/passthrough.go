@@ -326,7 +326,7 @@ func (p *ptMode) callTool(ctx context.Context, sc scope, req *mcp.CallToolReques
 	res, r := p.run(ctx, ss, key, req.Params.Name, req.Params.Arguments, req.Params.Meta, nil)
 	if r == nil {
 		var out *mcp.CallToolResult
-		if out, r = decoded(res, req.Params.Name); r == nil {
+		if out, r = decoded(res, req.Params.Name, ""); r == nil {
 			return out, nil
 		}
 	}

@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -125,5 +129,91 @@ func TestPassthroughRelays(t *testing.T) {
 	out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"message": "hi"}})
 	if err != nil || out.IsError || out.Content[0].(*mcp.TextContent).Text != "hi" {
 		t.Errorf("tools/call a__echo = %+v, %v", out, err)
+	}
+}
+
+// A passthrough client called tools/call and has no search_tools: the
+// call path's failures must not be worded as call_tool's, nor send the
+// model to a tool it does not have.
+func TestPassthroughFailureWording(t *testing.T) {
+	var failing atomic.Bool
+	up := richUpstream(t, "up")
+	release := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if failing.Load() && bytes.Contains(body, []byte(`"tools/call"`)) {
+			// Slower than the call timeout: the gateway's own failure.
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		proxyTo(t, up, w, r)
+	}))
+	t.Cleanup(front.Close)
+	t.Cleanup(func() { close(release) }) // (runs first)
+	g := passthroughGateway(t, front.URL, func(s *config.Server) { timeout := 0.2; s.CallTimeout = &timeout })
+	ctx := context.Background()
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := g.Connect(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	failing.Store(true)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}})
+	var msg string
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case res.IsError:
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				msg += tc.Text
+			}
+		}
+	default:
+		t.Fatalf("the call succeeded with its upstream down: %+v", res)
+	}
+	if !strings.Contains(msg, `"up"`) || strings.Contains(msg, "call_tool") || strings.Contains(msg, "search_tools") {
+		t.Fatalf("a failed tools/call in passthrough mode answered %q: want the server named, and neither call_tool nor search_tools", msg)
+	}
+}
+
+// proxyTo forwards r to the server at base.
+func proxyTo(t *testing.T, base string, w http.ResponseWriter, r *http.Request) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.Path, r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			w.Write(buf[:n])
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }

@@ -55,12 +55,18 @@ func stepsUpstream(t *testing.T) string {
 	return srv.URL
 }
 
-func passthroughGateway(t *testing.T, upstreamURL string) *Gateway {
+// passthroughGateway serves upstreamURL as "up" in passthrough mode, names
+// not namespaced; each of edit changes the server's configuration first.
+func passthroughGateway(t *testing.T, upstreamURL string, edit ...func(*config.Server)) *Gateway {
 	t.Helper()
 	no := false
+	srv := &config.Server{Name: "up", URL: upstreamURL, Transport: config.TransportStreamableHTTP}
+	for _, e := range edit {
+		e(srv)
+	}
 	cfg := &config.Config{
 		Exposure: config.Exposure{Mode: config.ModePassthrough, Namespace: &no},
-		Servers:  map[string]*config.Server{"up": {Name: "up", URL: upstreamURL, Transport: config.TransportStreamableHTTP}},
+		Servers:  map[string]*config.Server{"up": srv},
 		Filters:  config.Filters{SimilarityThreshold: config.DefaultSimilarityThreshold},
 	}
 	g, err := New(context.Background(), Options{Config: cfg, StateDir: t.TempDir()})

@@ -196,7 +196,7 @@ func (g *Gateway) servePeeled(ctx context.Context, ss *mcp.ServerSession, c rela
 				return relay.Answer{Result: b}
 			}
 			var cr *mcp.CallToolResult
-			if cr, r = decoded(out, c.Name); r == nil {
+			if cr, r = decoded(out, c.Name, ""); r == nil {
 				res = cr
 			}
 		}
@@ -247,7 +247,7 @@ func (g *Gateway) peeledCallTool(ctx context.Context, tc ToolCall) ([]byte, *mcp
 		}
 		_, tool, _ := catalog.Split(a.ToolName)
 		var res *mcp.CallToolResult
-		if res, r = decoded(out, tool); r == nil {
+		if res, r = decoded(out, tool, "call_tool: "); r == nil {
 			return nil, res
 		}
 	}

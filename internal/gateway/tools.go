@@ -534,7 +534,7 @@ func (g *Gateway) Call(ctx context.Context, sc scope, req *extension.CallRequest
 	res, r := g.runMeta(ctx, sc, req, token, nil)
 	if r == nil {
 		var out *mcp.CallToolResult
-		if out, r = decoded(res, req.Tool); r == nil {
+		if out, r = decoded(res, req.Tool, "call_tool: "); r == nil {
 			return out
 		}
 	}
@@ -597,8 +597,8 @@ func refusedResult(d *extension.Denial, format string, args ...any) *mcp.CallToo
 	return res
 }
 
-func upstreamError(srv *upstream.Server, tool string, err error) *mcp.CallToolResult {
-	return errorResult("call_tool: server %q failed to run %q: %v. If the error looks temporary, retry once; if it fails again, tell the user.", srv.Name(), tool, err)
+func upstreamError(prefix string, srv *upstream.Server, tool string, err error) *mcp.CallToolResult {
+	return errorResult("%sserver %q failed to run %q: %v. If the error looks temporary, retry once; if it fails again, tell the user.", prefix, srv.Name(), tool, err)
 }
 
 type loadArgs struct {
