@@ -270,7 +270,7 @@ func (g *Gateway) callGated(ctx context.Context, req *extension.CallRequest, opt
 		}
 		r := &Refusal{result: upstreamError(opts.prefix(), srv, t.Name, uf.err)}
 		var rpc *jsonrpc.Error
-		if opts != nil && opts.relayRPC && errors.As(uf.err, &rpc) {
+		if opts != nil && opts.relayRPC && errors.As(uf.err, &rpc) && !sdkRejected(rpc) {
 			r.rpc = rpc
 		}
 		return nil, r
@@ -336,6 +336,15 @@ func (g *Gateway) RunToolCall(ctx context.Context, c ToolCall) (*extension.CallR
 	}
 	req := (&extension.CallRequest{ToolName: c.Name, Session: key, Principal: extension.PrincipalFrom(ctx).ID()}).WithRawArguments(c.Arguments)
 	return g.runMeta(ctx, sc, req, c.Token, &callOpts{send: c.Send})
+}
+
+// sdkRejected reports the JSON-RPC error the SDK's HTTP transport wraps
+// around its own failures to send a request (an error status, a closed
+// stream): it is the gateway's failure to reach the server, not an answer
+// of the server's, so it is not relayed as one. The SDK keeps the value
+// internal; its code and message identify it.
+func sdkRejected(e *jsonrpc.Error) bool {
+	return e.Code == -32005 && e.Message == "rejected by transport"
 }
 
 // decoded is the result a caller that answers with the SDK needs; a

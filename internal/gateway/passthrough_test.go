@@ -134,54 +134,62 @@ func TestPassthroughRelays(t *testing.T) {
 
 // A passthrough client called tools/call and has no search_tools: the
 // call path's failures must not be worded as call_tool's, nor send the
-// model to a tool it does not have.
+// model to a tool it does not have, and must name the server.
 func TestPassthroughFailureWording(t *testing.T) {
-	var failing atomic.Bool
-	up := richUpstream(t, "up")
-	release := make(chan struct{})
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if failing.Load() && bytes.Contains(body, []byte(`"tools/call"`)) {
-			// Slower than the call timeout: the gateway's own failure.
-			select {
-			case <-r.Context().Done():
-			case <-release:
+	for _, fail := range []string{"timeout", "status"} {
+		t.Run(fail, func(t *testing.T) {
+			var failing atomic.Bool
+			up := richUpstream(t, "up")
+			release := make(chan struct{})
+			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if failing.Load() && bytes.Contains(body, []byte(`"tools/call"`)) {
+					if fail == "status" {
+						http.Error(w, "upstream is down", http.StatusServiceUnavailable)
+						return
+					}
+					// Slower than the call timeout.
+					select {
+					case <-r.Context().Done():
+					case <-release:
+					}
+					return
+				}
+				proxyTo(t, up, w, r)
+			}))
+			t.Cleanup(front.Close)
+			t.Cleanup(func() { close(release) }) // (runs first)
+			g := passthroughGateway(t, front.URL, func(s *config.Server) { timeout := 0.2; s.CallTimeout = &timeout })
+			ctx := context.Background()
+			ct, st := mcp.NewInMemoryTransports()
+			if _, err := g.Connect(ctx, st); err != nil {
+				t.Fatal(err)
 			}
-			return
-		}
-		proxyTo(t, up, w, r)
-	}))
-	t.Cleanup(front.Close)
-	t.Cleanup(func() { close(release) }) // (runs first)
-	g := passthroughGateway(t, front.URL, func(s *config.Server) { timeout := 0.2; s.CallTimeout = &timeout })
-	ctx := context.Background()
-	ct, st := mcp.NewInMemoryTransports()
-	if _, err := g.Connect(ctx, st); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	failing.Store(true)
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}})
-	var msg string
-	switch {
-	case err != nil:
-		msg = err.Error()
-	case res.IsError:
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				msg += tc.Text
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	default:
-		t.Fatalf("the call succeeded with its upstream down: %+v", res)
-	}
-	if !strings.Contains(msg, `"up"`) || strings.Contains(msg, "call_tool") || strings.Contains(msg, "search_tools") {
-		t.Fatalf("a failed tools/call in passthrough mode answered %q: want the server named, and neither call_tool nor search_tools", msg)
+			defer cs.Close()
+			failing.Store(true)
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}})
+			var msg string
+			switch {
+			case err != nil:
+				msg = err.Error()
+			case res.IsError:
+				for _, c := range res.Content {
+					if tc, ok := c.(*mcp.TextContent); ok {
+						msg += tc.Text
+					}
+				}
+			default:
+				t.Fatalf("the call succeeded with its upstream failing: %+v", res)
+			}
+			if !strings.Contains(msg, `server "up"`) || strings.Contains(msg, "call_tool") || strings.Contains(msg, "search_tools") {
+				t.Fatalf("a failed tools/call in passthrough mode answered %q: want the server named, and neither call_tool nor search_tools", msg)
+			}
+		})
 	}
 }
 
