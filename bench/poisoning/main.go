@@ -59,6 +59,7 @@ func main() {
 	flag.Float64Var(&gateRecall, "gate-recall", gateRecall, "share of the attacked training outputs (out of fold) the output gate must mark")
 	flag.BoolVar(&gateOnly, "gate-only", false, "with -loso-only: train only the output gate (the output model is the committed one)")
 	flag.BoolVar(&noScreen, "no-screen", false, "scan every output fully (rules and every part embedded), without the lexical screen")
+	blind := flag.String("blind", "", "an output file (role attack/carrier rows) to measure before it is trained on: recall and FPR of the committed weights with every rule, and of the rules alone")
 	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
 	flag.BoolVar(&useGoDoc, "godoc", useGoDoc, "train the definition model with the doc comments of Go standard-library packages as extra benign definitions (source godoc)")
 	flag.IntVar(&goDocEvery, "godoc-every", goDocEvery, "keep every n-th Go doc comment as a benign definition")
@@ -137,6 +138,10 @@ func main() {
 			texts = append(texts, auditText{low: lower(strings.Join(poison.ClassifiedStrings(t.Description, t.InputSchema), "\n"))})
 		}
 		ruleAudit(texts)
+		return
+	}
+	if *blind != "" {
+		blindOutputs(cfg, *blind, *verbose)
 		return
 	}
 	if *rulesOnly {
@@ -224,6 +229,48 @@ func main() {
 	authoredHeldout(det, outDet, devOuts, *verbose)
 	if !*noLOSO {
 		loso(l, cfg, tools, *verbose)
+	}
+}
+
+// blindOutputs measures a batch of authored outputs that no model or rule
+// was run on before (composed as the training batches are): the committed
+// weights with every rule (what detector.classifier on runs) and the rules
+// alone (the default). Run it once, before the batch is trained on.
+func blindOutputs(cfg map[string]poison.Config, path string, verbose bool) {
+	rows := mustLoad(path)
+	source := ""
+	if len(rows) > 0 {
+		source = rows[0].Source
+	}
+	docs := compose(rows, source)
+	emb, err := newCachedEmbedder()
+	if err != nil {
+		log.Fatalf("the classifier needs the MiniLM model: %v", err)
+	}
+	defer emb.save()
+	shipped, err := poison.BuiltinModels()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("== blind: %s (%d documents), never trained on\n", path, len(docs))
+	fmt.Printf("%-40s %5s %5s %5s %5s  %9s %6s %6s\n", "detector", "n", "TP", "FP", "FN", "precision", "recall", "FPR")
+	for _, d := range []struct {
+		name string
+		opt  poison.Options
+	}{
+		{"committed weights + every rule", poison.Options{Embedder: emb, Models: shipped, AllRules: true}},
+		{"rules alone (the default)", poison.Options{}},
+	} {
+		det := buildOut(cfg, d.opt)
+		var c counts
+		for _, doc := range docs {
+			v := det.ScanOutput(doc.text)
+			c.add(doc.malicious, v.Malicious)
+			if verbose && doc.malicious != v.Malicious {
+				fmt.Printf("  %s %s %q %s\n", map[bool]string{true: "MISS", false: "FALSE POSITIVE"}[doc.malicious], doc.id, firstLine(doc.text), topFinding(v))
+			}
+		}
+		fmt.Println(fmtCounts(d.name, c, -1))
 	}
 }
 
