@@ -45,6 +45,12 @@ type rawLeg struct {
 	w   *relay.LockedWriter
 	seq atomic.Uint64
 
+	// lastLine is when the reader last handed claim a line (unix nanos),
+	// for the log of an unanswered call: a stale time says the
+	// connection's reader stopped pulling, a fresh one that the server
+	// never answered.
+	lastLine atomic.Int64
+
 	mu      sync.Mutex
 	pending map[string]chan rawReply // by id token
 	closed  error                    // set once the connection's reader failed
@@ -59,6 +65,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // claim takes an answer to a raw call off the stream (called by the
 // reader, with the line's bytes, valid only during the call).
 func (r *rawLeg) claim(line []byte) bool {
+	r.lastLine.Store(time.Now().UnixNano())
 	if !bytes.Contains(line, rawIDPrefix) {
 		return false
 	}
@@ -181,6 +188,20 @@ func (r *rawLeg) call(ctx context.Context, params []byte, timeout time.Duration)
 	return rawReply{}, err
 }
 
+// unanswered describes, for the log, the leg's state when a call timed
+// out: how many calls are still waiting and how long ago the reader last
+// delivered a line ("never" if it has not).
+func (r *rawLeg) unanswered() (pending int, lastLine string) {
+	r.mu.Lock()
+	pending = len(r.pending)
+	r.mu.Unlock()
+	lastLine = "never"
+	if t := r.lastLine.Load(); t != 0 {
+		lastLine = time.Since(time.Unix(0, t)).Round(time.Millisecond).String() + " ago"
+	}
+	return pending, lastLine
+}
+
 // forget drops a pending call; false if its answer was already delivered.
 func (r *rawLeg) forget(id string) bool {
 	r.mu.Lock()
@@ -257,6 +278,10 @@ func (s *Server) rawOnce(ctx context.Context, c *conn, params []byte) (rawOutcom
 	}
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, errCallTimeout) {
+			if c.raw != nil {
+				pending, last := c.raw.unanswered()
+				s.log.Warn("upstream: a raw tool call went unanswered until its timeout", "timeout", s.callTimeout, "calls_still_waiting", pending, "last_line_read", last)
+			}
 			return rawOutcome{sent: true}, fmt.Errorf("server %q did not answer within %s (its call_timeout); the call was cancelled upstream", s.cfg.Name, s.callTimeout)
 		}
 		if ctx.Err() != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,6 +75,27 @@ func TestRawCallAnswersLikeCallTool(t *testing.T) {
 	got, err := s.RawCall(ctx, rawParams("nope", `{}`))
 	if err != nil || (got.Error == nil && !strings.Contains(string(got.Result), `"isError":true`)) {
 		t.Fatalf("unknown tool: %s %s %v", got.Result, got.Error, err)
+	}
+}
+
+// A raw call the server leaves unanswered times out with the SDK's
+// error, and the log says what the leg saw (calls still waiting, when the
+// reader last delivered a line), which tells a server that never answered
+// from a connection whose reader stopped.
+func TestRawCallTimeoutIsLogged(t *testing.T) {
+	logs := &logSink{}
+	m := NewManager(Options{Logger: slog.New(logs)})
+	defer m.Close()
+	cfg := procConfig("raw", newMarker(t), nil)
+	timeout := 0.3
+	cfg.CallTimeout = &timeout
+	s, _ := m.Add(cfg)
+	_, err := s.RawCall(context.Background(), rawParams("sleep", `{"ms":60000}`))
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 300ms") {
+		t.Fatalf("err %v, want the call timeout", err)
+	}
+	if !logs.has("a raw tool call went unanswered", "calls_still_waiting=0", "last_line_read=", " ago") {
+		t.Fatalf("log %v: want the unanswered call with the leg's state", logs.recs)
 	}
 }
 
