@@ -50,10 +50,7 @@ type callOpts struct {
 // client made: meta mode's call_tool messages start with "call_tool:", a
 // passthrough client called tools/call itself.
 func (o *callOpts) say(format string, args ...any) *mcp.CallToolResult {
-	if o != nil && o.relayRPC {
-		return errorResult(format, args...)
-	}
-	return errorResult("call_tool: "+format, args...)
+	return errorResult(o.prefix()+format, args...)
 }
 
 // prefix starts the call path's messages to the client (see say).
