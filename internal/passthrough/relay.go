@@ -370,8 +370,7 @@ var logMethod = []byte(`"notifications/message"`)
 // a result must wait for.
 func (p *Relay) OnUpstreamMessage(server string, msg []byte) {
 	if bytes.Contains(msg, logMethod) {
-		p.countLog(server, msg)
-		return
+		p.countLog(server, msg) // (a progress message may quote the name too)
 	}
 	if !bytes.Contains(msg, progressMethod) {
 		return
