@@ -162,14 +162,7 @@ func TestPassthroughFailureWording(t *testing.T) {
 			t.Cleanup(func() { close(release) }) // (runs first)
 			g := passthroughGateway(t, front.URL, func(s *config.Server) { timeout := 0.2; s.CallTimeout = &timeout })
 			ctx := context.Background()
-			ct, st := mcp.NewInMemoryTransports()
-			if _, err := g.Connect(ctx, st); err != nil {
-				t.Fatal(err)
-			}
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cs := memClient(t, g, nil, nil, nil)
 			defer cs.Close()
 			failing.Store(true)
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}})

@@ -82,6 +82,29 @@ func passthroughGateway(t *testing.T, upstreamURL string, edit ...func(*config.S
 	return g
 }
 
+// memClient connects a client session to g over in-memory transports.
+// gw and cl (nil: none) wrap the gateway's and the client's ends.
+func memClient(t *testing.T, g *Gateway, gw, cl func(mcp.Transport) mcp.Transport, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	var c, s mcp.Transport = ct, st
+	if gw != nil {
+		s = gw(s)
+	}
+	if cl != nil {
+		c = cl(c)
+	}
+	ctx := context.Background()
+	if _, err := g.Connect(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // wireLog records the methods of the messages a client reads, in the order
 // they arrive on the wire ("result" for a response), before its SDK hands
 // notifications to a goroutine of their own.
@@ -101,6 +124,12 @@ func (w *wireLog) list() []string {
 	defer w.mu.Unlock()
 	return append([]string(nil), w.got...)
 }
+
+// wrap is t with every message its client reads recorded in w.
+func (w *wireLog) wrap(t mcp.Transport) mcp.Transport { return loggedTransport{t, w} }
+
+// slowWrites is t with slowProgress's delays.
+func slowWrites(t mcp.Transport) mcp.Transport { return slowProgress{t} }
 
 type loggedTransport struct {
 	mcp.Transport
@@ -187,15 +216,8 @@ func wantFirst(t *testing.T, got []string, method string) {
 func TestPassthroughRelaysProgressBeforeResult(t *testing.T) {
 	g := passthroughGateway(t, stepsUpstream(t))
 	ctx := context.Background()
-	ct, st := mcp.NewInMemoryTransports()
-	if _, err := g.Connect(ctx, slowProgress{st}); err != nil {
-		t.Fatal(err)
-	}
 	wire := &wireLog{}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, loggedTransport{ct, wire}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := memClient(t, g, slowWrites, wire.wrap, nil)
 	defer cs.Close()
 	for i := range 3 {
 		before := len(wire.list())
@@ -215,15 +237,8 @@ func TestPassthroughRelaysProgressBeforeResult(t *testing.T) {
 func TestPassthroughRelaysLogsBeforeResult(t *testing.T) {
 	g := passthroughGateway(t, stepsUpstream(t))
 	ctx := context.Background()
-	ct, st := mcp.NewInMemoryTransports()
-	if _, err := g.Connect(ctx, slowProgress{st}); err != nil {
-		t.Fatal(err)
-	}
 	wire := &wireLog{}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, loggedTransport{ct, wire}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := memClient(t, g, slowWrites, wire.wrap, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	defer cs.Close()
 	// (On 2025-11-25: the 2026-07-28 revision takes the level from each
 	// request's _meta instead.)
