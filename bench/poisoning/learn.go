@@ -44,10 +44,8 @@ func defDocs(dev, authored []row) []doc {
 	return out
 }
 
-// outDocs returns the development outputs and the authored ones, composed:
-// attack i goes into carrier i mod n at the start, middle or end (i mod 3),
-// and every carrier is a clean document too.
-func outDocs(dev, authored []row) []doc {
+// outDocs returns the development outputs.
+func outDocs(dev []row) []doc {
 	var out []doc
 	for _, r := range dev {
 		g := r.ContextID
@@ -56,9 +54,12 @@ func outDocs(dev, authored []row) []doc {
 		}
 		out = append(out, doc{id: r.ID, text: r.Text, source: r.Source, category: r.Category, malicious: r.Label == "malicious", attack: r.AttackText, group: g})
 	}
-	return append(out, compose(authored, "authored")...)
+	return out
 }
 
+// compose turns a batch of authored outputs into documents: attack i goes
+// into carrier i mod n at the start, middle or end (i mod 3), and every
+// carrier is a clean document too.
 func compose(rows []row, source string) []doc {
 	var attacks, carriers []row
 	for _, r := range rows {
@@ -184,7 +185,7 @@ type featurized struct {
 	whole  []int        // per doc: index of the whole-text part, or -1
 }
 
-func featurize(emb embed.Embedder, docs []doc) (*featurized, error) {
+func featurize(emb embed.Embedder, docs []doc, drop []string) (*featurized, error) {
 	f := &featurized{parts: make([][]instance, len(docs)), attack: make([][]instance, len(docs)), whole: make([]int, len(docs))}
 	vec := func(i int, parts []string) ([]instance, error) {
 		vs, err := emb.Embed(context.Background(), parts)
@@ -195,7 +196,7 @@ func featurize(emb embed.Embedder, docs []doc) (*featurized, error) {
 		for j, p := range parts {
 			feats := poison.Features(p)
 			for k, name := range poison.FeatureNames {
-				if slices.Contains(dropFeatures, name) {
+				if slices.Contains(drop, name) {
 					feats[k] = 0
 				}
 			}
@@ -237,6 +238,9 @@ type logistic struct {
 
 func (m *logistic) score(in instance) float64 {
 	z := m.b
+	for i, w := range m.w {
+		z += w * float64(in.x[i])
+	}
 	if m.hw != nil {
 		dim := len(in.x)
 		for k, c := range m.hb {
@@ -249,10 +253,6 @@ func (m *logistic) score(in instance) float64 {
 				z += m.ho[k] * a
 			}
 		}
-	} else {
-		for i, v := range in.x {
-			z += m.w[i] * float64(v)
-		}
 	}
 	for _, g := range in.grams {
 		z += m.u[g]
@@ -261,7 +261,9 @@ func (m *logistic) score(in instance) float64 {
 }
 
 // modelKind is the definition and output model the trainer fits (flag
-// -model): "logistic" or "mlp". The output gate is always logistic.
+// -model): "logistic", "mlp", or "ensemble" (the mean of the two models'
+// logits, one model with a linear and a hidden term). The output gate is
+// always logistic.
 var modelKind = "logistic"
 
 // The MLP's shape and training: mlpUnits ReLU units, mini-batches of
@@ -279,10 +281,29 @@ var (
 
 // fit trains the model modelKind names.
 func fit(ins []instance, ys []bool) *logistic {
-	if modelKind == "mlp" {
+	switch modelKind {
+	case "mlp":
 		return fitMLP(ins, ys)
+	case "ensemble":
+		return average(fitLogistic(ins, ys), fitMLP(ins, ys))
 	}
 	return fitLogistic(ins, ys)
+}
+
+// average returns the model whose logit is the mean of a logistic
+// regression's and an MLP's: halves of both, summed.
+func average(lr, mlp *logistic) *logistic {
+	m := &logistic{w: make([]float64, len(lr.w)), u: make([]float64, len(lr.u)), b: (lr.b + mlp.b) / 2, hw: mlp.hw, hb: mlp.hb, ho: make([]float64, len(mlp.ho))}
+	for i, w := range lr.w {
+		m.w[i] = w / 2
+	}
+	for i := range m.u {
+		m.u[i] = (lr.u[i] + mlp.u[i]) / 2
+	}
+	for k, o := range mlp.ho {
+		m.ho[k] = o / 2
+	}
+	return m
 }
 
 // fitMLP trains a one-hidden-layer ReLU network, class-balanced like
@@ -572,6 +593,25 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 	// Second round: each malicious definition contributes its whole text and
 	// the part the first model finds worst.
 	base()
+	if hardNeg > 0 {
+		// A text is judged by its worst part, so the worst part of each
+		// clean text is what the threshold meets: it weighs hardNeg times
+		// more.
+		for _, i := range idx {
+			if docs[i].malicious || len(f.parts[i]) < 2 {
+				continue
+			}
+			best, bs := -1, -1.0
+			for j, in := range f.parts[i] {
+				if s := m.score(in); s > bs {
+					best, bs = j, s
+				}
+			}
+			for range hardNeg {
+				xs, ys = append(xs, f.parts[i][best]), append(ys, false)
+			}
+		}
+	}
 	for _, i := range idx {
 		if !docs[i].malicious {
 			continue
@@ -607,9 +647,13 @@ func docScore(m *logistic, f *featurized, i int) float64 {
 	return s
 }
 
-// targetFPR is the document-level false-positive rate the threshold is set
-// for, on out-of-fold scores of the training documents.
-var targetFPR = 0.01
+// targetFPR is the document-level false-positive rate the definition
+// threshold is set for, on out-of-fold scores of the training documents;
+// targetFPROutputs the output threshold's. Outputs get the budget
+// (0.02): their clean training documents are mostly carriers written to be
+// hard (articles about prompt injection, guides quoting assistant
+// instructions), and at 0.01 three of them set the threshold.
+var targetFPR, targetFPROutputs = 0.01, 0.02
 
 // The L2 penalties of the dense (embedding and structural, standardised)
 // and hashed n-gram weights.
@@ -623,13 +667,17 @@ var (
 	milWhole  = true
 	epochs    = 150
 	posWeight = 0.5
+	// hardNeg is how many more times the worst part of a clean text of
+	// several parts counts as a negative in the second round (flag
+	// -hard-neg).
+	hardNeg = 0
 )
 
 // fitWithThreshold trains on idx and picks the threshold from 5-fold
 // out-of-fold scores within idx: the lowest threshold at which at most
-// targetFPR of the clean training documents are flagged. No document outside
+// target of the clean training documents are flagged. No document outside
 // idx is looked at.
-func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64) {
+func fitWithThreshold(f *featurized, docs []doc, idx []int, target float64) (*logistic, float64) {
 	const k = 5
 	var clean, bad []float64
 	oof := map[int]float64{}
@@ -666,7 +714,7 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64)
 	}
 	slices.Sort(clean)
 	slices.Reverse(clean)
-	allowed := int(targetFPR * float64(len(clean)))
+	allowed := int(target * float64(len(clean)))
 	th := 0.5
 	if allowed < len(clean) {
 		th = max(0.5, math.Nextafter(clean[allowed], 2))
@@ -727,6 +775,13 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int) (*logistic, float64)
 // -drop-features), to measure what a feature is worth.
 var dropFeatures []string
 
+// outputOnlyFeatures are held at zero in the definition model, so its
+// weights for them are zero: they speak of the reader of a document and of
+// the user in the third person, which honest tool descriptions do as a
+// matter of course (leave-one-source-out with them in the definition model:
+// real-tool FPR 0.010 -> 0.015, recall lower on two of four authored folds).
+var outputOnlyFeatures = []string{"addresses_reader", "user_third_person"}
+
 // auxNegative are sources of extra benign training text that do not count
 // in the threshold's clean-document FPR.
 var auxNegative = map[string]bool{"godoc": true}
@@ -761,7 +816,10 @@ func (m *logistic) export(th float64) *poison.LinearModel {
 		for i := range m.hb {
 			h.Bias[i], h.Out[i] = r(m.hb[i]), r(m.ho[i])
 		}
-		lm.Weights, lm.Hidden = []float32{}, h
+		lm.Hidden = h
+		if len(m.w) == 0 {
+			lm.Weights = []float32{}
+		}
 	}
 	return lm
 }
@@ -781,10 +839,10 @@ type learned struct {
 func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	l := &learned{emb: emb, defs: defs, outs: outs, modelID: emb.ModelID(), features: poison.FeatureNames}
 	var err error
-	if l.defF, err = featurize(emb, defs); err != nil {
+	if l.defF, err = featurize(emb, defs, slices.Concat(dropFeatures, outputOnlyFeatures)); err != nil {
 		return nil, err
 	}
-	if l.outF, err = featurize(emb, outs); err != nil {
+	if l.outF, err = featurize(emb, outs, dropFeatures); err != nil {
 		return nil, err
 	}
 	l.gate = gateFeaturize(outs)
@@ -829,12 +887,12 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 		}
 	}
 	if len(only) == 0 || only[0] == "definitions" {
-		dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs))
+		dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs), targetFPR)
 		m.Definition = dm.export(dth)
 	}
 	if len(only) == 0 || only[0] == "outputs" {
 		if !gateOnly {
-			om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs))
+			om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs), targetFPROutputs)
 			m.Output = om.export(oth)
 		}
 		gm, gth := fitGate(l.gate, l.outs, pick(l.outs))

@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,18 +49,20 @@ func main() {
 	noLOSO := flag.Bool("no-loso", false, "skip the leave-one-source-out estimates")
 	fresh := flag.Bool("fresh", false, "train on all rows in memory and measure those weights instead of the committed ones (classifier.json is not written)")
 	losoOnly := flag.String("sources", "", "comma-separated sources to leave out in turn (default: every source)")
-	flag.Float64Var(&targetFPR, "target-fpr", targetFPR, "clean-document false-positive rate the threshold is chosen for, on out-of-fold training scores")
+	flag.Float64Var(&targetFPR, "target-fpr", targetFPR, "clean-document false-positive rate the definition threshold is chosen for, on out-of-fold training scores")
+	flag.Float64Var(&targetFPROutputs, "target-fpr-outputs", targetFPROutputs, "clean-document false-positive rate the output threshold is chosen for, on out-of-fold training scores")
 	flag.Float64Var(&l2Hashed, "l2-hashed", l2Hashed, "L2 penalty on the hashed n-gram weights")
 	flag.Float64Var(&l2Dense, "l2", l2Dense, "L2 penalty on the embedding and structural weights (standardised)")
 	flag.IntVar(&epochs, "epochs", epochs, "epochs of full-batch Adam")
 	flag.Float64Var(&posWeight, "pos-weight", posWeight, "share of the training loss carried by the positive instances")
+	flag.IntVar(&hardNeg, "hard-neg", hardNeg, "extra copies of each clean text's worst part among the negatives of the second training round")
 	flag.BoolVar(&milWhole, "mil-whole", milWhole, "keep a malicious definition's whole text as a positive in the second round")
 	flag.Float64Var(&l2Gate, "l2-gate", l2Gate, "L2 penalty on the output gate's n-gram weights")
 	flag.Float64Var(&gatePosWeight, "gate-pos-weight", gatePosWeight, "share of the output gate's loss on positive sentences")
 	flag.Float64Var(&gateRecall, "gate-recall", gateRecall, "share of the attacked training outputs (out of fold) the output gate must mark")
 	flag.BoolVar(&gateOnly, "gate-only", false, "with -loso-only: train only the output gate (the output model is the committed one)")
 	flag.BoolVar(&noScreen, "no-screen", false, "scan every output fully (rules and every part embedded), without the lexical screen")
-	blind := flag.String("blind", "", "an output file (role attack/carrier rows) to measure before it is trained on: recall and FPR of the committed weights with every rule, and of the rules alone")
+	blind := flag.String("blind", "", "a held-out batch file (definitions, or outputs with role attack/carrier rows) to measure before it is trained on: recall and FPR of the committed weights with every rule, and of the rules alone, per category")
 	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
 	flag.BoolVar(&useGoDoc, "godoc", useGoDoc, "train the definition model with the doc comments of Go standard-library packages as extra benign definitions (source godoc)")
 	flag.IntVar(&goDocEvery, "godoc-every", goDocEvery, "keep every n-th Go doc comment as a benign definition")
@@ -67,9 +70,9 @@ func main() {
 		dropFeatures = strings.Split(v, ",")
 		return nil
 	})
-	flag.Func("model", "definition and output model: logistic or mlp (one hidden ReLU layer, see -mlp-*)", func(v string) error {
-		if v != "logistic" && v != "mlp" {
-			return fmt.Errorf("want logistic or mlp, not %q", v)
+	flag.Func("model", "definition and output model: logistic, mlp (one hidden ReLU layer, see -mlp-*) or ensemble (the mean of both logits)", func(v string) error {
+		if v != "logistic" && v != "mlp" && v != "ensemble" {
+			return fmt.Errorf("want logistic, mlp or ensemble, not %q", v)
 		}
 		modelKind = v
 		return nil
@@ -111,11 +114,12 @@ func main() {
 		log.Fatal(err)
 	}
 	here := filepath.Join("bench", "poisoning")
-	authDefs := append(mustLoad(filepath.Join(here, "authored_defs.jsonl")), mustLoad(filepath.Join(here, "authored2_defs.jsonl"))...)
-	authDefs = append(authDefs, mustLoad(filepath.Join(here, "authored3_defs.jsonl"))...)
-	authOuts := mustLoad(filepath.Join(here, "authored_outputs.jsonl"))
-	auth2Outs := mustLoad(filepath.Join(here, "authored2_outputs.jsonl"))
-	auth3Outs := mustLoad(filepath.Join(here, "authored3_outputs.jsonl"))
+	var authDefs []row
+	var authOuts []doc // composed
+	for _, b := range trainingBatches {
+		authDefs = append(authDefs, mustLoad(filepath.Join(here, b+"_defs.jsonl"))...)
+		authOuts = append(authOuts, compose(mustLoad(filepath.Join(here, b+"_outputs.jsonl")), b)...)
+	}
 	catalog := filepath.Join(filepath.Dir(*data), "retrieval", "tools.jsonl")
 	tools, err := loadTools(catalog)
 	if err != nil {
@@ -129,9 +133,12 @@ func main() {
 				texts = append(texts, auditText{low: lower(r.Text), dev: true})
 			}
 		}
-		for _, set := range [][]row{authDefs, authOuts, auth2Outs} {
-			for _, r := range set {
-				texts = append(texts, auditText{low: lower(r.Text)})
+		for _, r := range authDefs {
+			texts = append(texts, auditText{low: lower(r.Text)})
+		}
+		for _, d := range authOuts {
+			if d.attack != "" || !d.malicious {
+				texts = append(texts, auditText{low: lower(cmp.Or(d.attack, d.text))})
 			}
 		}
 		for _, t := range tools {
@@ -141,7 +148,7 @@ func main() {
 		return
 	}
 	if *blind != "" {
-		blindOutputs(cfg, *blind, *verbose)
+		blindBatch(cfg, *blind, *verbose)
 		return
 	}
 	if *rulesOnly {
@@ -155,7 +162,7 @@ func main() {
 		for _, d := range defDocs(nil, authDefs) {
 			dc.add(d.malicious, det.ScanDefinition("", d.text, nil).Malicious)
 		}
-		for _, d := range slices.Concat(compose(authOuts, "authored"), compose(auth2Outs, "authored2"), compose(auth3Outs, "authored3")) {
+		for _, d := range authOuts {
 			oc.add(d.malicious, outDet.ScanOutput(d.text).Malicious)
 		}
 		fmt.Println(fmtCounts("authored definitions (training rows)", dc, -1))
@@ -168,7 +175,7 @@ func main() {
 		log.Fatalf("the classifier needs the MiniLM model: %v", err)
 	}
 	defer emb.save()
-	defs, outs := defDocs(devDefs, authDefs), slices.Concat(outDocs(devOuts, authOuts), compose(auth2Outs, "authored2"), compose(auth3Outs, "authored3"))
+	defs, outs := defDocs(devDefs, authDefs), append(outDocs(devOuts), authOuts...)
 	// The real-tool catalogue is benign training data too (source
 	// "catalogue", one document per tool: its description and schema
 	// strings); its honest FPR is the leave-one-source-out figure.
@@ -192,12 +199,16 @@ func main() {
 	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
 
 	if *doTrain {
-		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -l2 %g -l2-hashed %g -pos-weight %g -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/authored_{defs,outputs}.jsonl + bench/poisoning/authored2_{defs,outputs}.jsonl + bench/poisoning/authored3_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s; threshold: 5-fold out-of-fold clean-document FPR <= %g on the training rows",
-			targetFPR, l2Dense, l2Hashed, posWeight, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, goDocNote(), targetFPR)
-		if modelKind == "mlp" {
+		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -target-fpr-outputs %g -l2 %g -l2-hashed %g -pos-weight %g -hard-neg %d -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/{%s}_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s; thresholds: 5-fold out-of-fold clean-document FPR <= %g (definitions), %g (outputs) on the training rows",
+			targetFPR, targetFPROutputs, l2Dense, l2Hashed, posWeight, hardNeg, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, strings.Join(trainingBatches, ","), goDocNote(), targetFPR, targetFPROutputs)
+		if modelKind != "logistic" {
 			// The logistic note stays as it was, so that its weights reproduce.
+			what := "one-hidden-layer ReLU MLP (standardised inputs, seeded init, fixed-order mini-batch Adam, two multiple-instance rounds; hashed n-grams linear in the output)"
+			if modelKind == "ensemble" {
+				what = "the mean of the logits of a logistic regression (standardised inputs, full-batch Adam lr 0.02) and a one-hidden-layer ReLU MLP (seeded init, fixed-order mini-batch Adam), two multiple-instance rounds"
+			}
 			note = strings.Replace(note, "-epochs "+fmt.Sprint(epochs)+": logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds)",
-				fmt.Sprintf("-epochs %d -model mlp -mlp-units %d -mlp-epochs %d -mlp-batch %d -mlp-lr %g -mlp-l2 %g: one-hidden-layer ReLU MLP (standardised inputs, seeded init, fixed-order mini-batch Adam, two multiple-instance rounds; hashed n-grams linear in the output)", epochs, mlpUnits, mlpEpochs, mlpBatch, mlpLR, mlpL2), 1)
+				fmt.Sprintf("-epochs %d -model %s -mlp-units %d -mlp-epochs %d -mlp-batch %d -mlp-lr %g -mlp-l2 %g: %s", epochs, modelKind, mlpUnits, mlpEpochs, mlpBatch, mlpLR, mlpL2, what), 1)
 		}
 		printOOF = true
 		m := l.models(func(doc) bool { return true }, note)
@@ -232,17 +243,29 @@ func main() {
 	}
 }
 
-// blindOutputs measures a batch of authored outputs that no model or rule
-// was run on before (composed as the training batches are): the committed
-// weights with every rule (what detector.classifier on runs) and the rules
-// alone (the default). Run it once, before the batch is trained on.
-func blindOutputs(cfg map[string]poison.Config, path string, verbose bool) {
+// trainingBatches are the authored batches in training: files
+// bench/poisoning/<batch>_defs.jsonl and <batch>_outputs.jsonl. Held-out
+// batches (authored_*_heldout, authored4, authored6) are not listed.
+var trainingBatches = []string{"authored", "authored2", "authored3", "authored5"}
+
+// blindBatch measures a batch of authored rows that no model or rule was run
+// on before: definitions as they are, outputs composed as the training
+// batches are. It reports the committed weights with every rule (what
+// detector.classifier on runs) and the rules alone (the default). Run it
+// once, before the batch is trained on, if ever.
+func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 	rows := mustLoad(path)
-	source := ""
-	if len(rows) > 0 {
-		source = rows[0].Source
+	source, outputs := "", false
+	for _, r := range rows {
+		source = r.Source
+		outputs = outputs || r.Role != ""
 	}
-	docs := compose(rows, source)
+	var docs []doc
+	if outputs {
+		docs = compose(rows, source)
+	} else {
+		docs = defDocs(nil, rows)
+	}
 	emb, err := newCachedEmbedder()
 	if err != nil {
 		log.Fatalf("the classifier needs the MiniLM model: %v", err)
@@ -261,16 +284,28 @@ func blindOutputs(cfg map[string]poison.Config, path string, verbose bool) {
 		{"committed weights + every rule", poison.Options{Embedder: emb, Models: shipped, AllRules: true}},
 		{"rules alone (the default)", poison.Options{}},
 	} {
-		det := buildOut(cfg, d.opt)
+		scan := buildOut(cfg, d.opt).ScanOutput
+		if !outputs {
+			det := build(cfg, d.opt)
+			scan = func(s string) poison.Verdict { return det.ScanDefinition("", s, nil) }
+		}
 		var c counts
+		byCat := map[string]*counts{}
 		for _, doc := range docs {
-			v := det.ScanOutput(doc.text)
+			v := scan(doc.text)
+			if byCat[doc.category] == nil {
+				byCat[doc.category] = &counts{}
+			}
+			byCat[doc.category].add(doc.malicious, v.Malicious)
 			c.add(doc.malicious, v.Malicious)
 			if verbose && doc.malicious != v.Malicious {
 				fmt.Printf("  %s %s %q %s\n", map[bool]string{true: "MISS", false: "FALSE POSITIVE"}[doc.malicious], doc.id, firstLine(doc.text), topFinding(v))
 			}
 		}
 		fmt.Println(fmtCounts(d.name, c, -1))
+		for _, cat := range slices.Sorted(maps.Keys(byCat)) {
+			fmt.Println(fmtCounts("  "+cat, *byCat[cat], -1))
+		}
 	}
 }
 

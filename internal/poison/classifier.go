@@ -31,9 +31,11 @@ var builtinModelsJSON []byte
 // LinearModel is one trained classifier: a logistic regression, or, when
 // Hidden is set, a shallow MLP whose hidden layer reads the embedding and
 // structural features (the hashed n-grams stay a linear term of the output).
+// A model with both Weights and Hidden adds the two terms (an ensemble of a
+// logistic regression and an MLP, each weighed by half).
 type LinearModel struct {
 	// Weights has Dim embedding weights followed by one weight per entry of
-	// FeatureNames; empty in an MLP.
+	// FeatureNames; empty in a plain MLP.
 	Weights []float32 `json:"weights"`
 	// Hidden is the MLP's ReLU layer; nil in a logistic regression.
 	Hidden *HiddenLayer `json:"hidden,omitempty"`
@@ -104,8 +106,8 @@ func (m *Models) validate() error {
 		}
 		in := m.Dim + len(FeatureNames)
 		if h := lm.Hidden; h != nil {
-			if h.Units <= 0 || h.Units > 1024 || len(h.Weights) != h.Units*in || len(h.Bias) != h.Units || len(h.Out) != h.Units || len(lm.Weights) != 0 {
-				return fmt.Errorf("poison: classifier: %s model: hidden layer of %d units must have %d weights, %d biases, %d output weights and no linear weights (has %d, %d, %d, %d)", name, h.Units, max(h.Units, 0)*in, h.Units, h.Units, len(h.Weights), len(h.Bias), len(h.Out), len(lm.Weights))
+			if h.Units <= 0 || h.Units > 1024 || len(h.Weights) != h.Units*in || len(h.Bias) != h.Units || len(h.Out) != h.Units || (len(lm.Weights) != 0 && len(lm.Weights) != in) {
+				return fmt.Errorf("poison: classifier: %s model: hidden layer of %d units must have %d weights, %d biases, %d output weights and no or %d linear weights (has %d, %d, %d, %d)", name, h.Units, max(h.Units, 0)*in, h.Units, h.Units, in, len(h.Weights), len(h.Bias), len(h.Out), len(lm.Weights))
 			}
 		} else if len(lm.Weights) != in {
 			return fmt.Errorf("poison: classifier: %s model has %d weights, want %d", name, len(lm.Weights), in)
@@ -144,6 +146,15 @@ var featureREs = []struct {
 	{"validation_pretext", re(`\b(?:for|to|requires?|as part of) (?:the )?(?:validation|verification|verify|validate|confirm|auditing|audit|quality assurance|compliance|telemetry|calibrat\w*|authenticat\w*)`)},
 	{"override", re(`\b(?:ignore|disregard|forget|override|supersede[sd]?|no longer apply|cancel+ed)\b`)},
 	{"about_response", re(`\b(?:your (?:response|reply|answer|summary|output)|in your (?:reply|response|answer)|respond|reply (?:with|only|in)|when answering)\b`)},
+	// The reader addressed as the program processing this text, by role
+	// ("if you are an AI", "note for the reviewing agent") or by what it is
+	// about to do with it ("before you summarise this page"): a document
+	// written for people rarely speaks to its machine reader.
+	{"addresses_reader", re(`\bif you(?:'re| are) (?:an? )?(?:ai|llm|bot|assistant|agent|model|automated|language model)\b|\b(?:whoever|anyone|anything|any (?:system|tool|program|process|model)) (?:is )?(?:reading|processing|summari[sz]ing|parsing|ingesting|handling) (?:this|these)\b|\b(?:reviewing|calling|processing|reading|automated|downstream|autonomous|ai|llm) (?:agent|assistant|system|model|reviewer|client|helper|bot)s?\b|\b(?:note|message|instructions?|reminder|notice|memo) (?:to|for) (?:the |any )?(?:reader|agent|assistant|model|ai|bot|helper|llm)s?\b|\b(?:when|before|after|while|once) (?:you )?(?:summari[sz]|answer|repl|respond|process|pars|relay|present)\w* (?:this|these|it|the (?:above|below|following|results?|page|document|e-?mail|message|file|output|data|reviews?|thread))\b`)},
+	// The user spoken of in the third person, as someone to be told
+	// something or whose consent is claimed: a tool's text talks to the
+	// user, an injection talks about them.
+	{"user_third_person", re(`\b(?:tell|inform|show|notify|remind|warn|alert|reassure|assure) (?:the )?(?:user|end[ -]user|customer|requester|human|account owner)s?\b|\b(?:the )?(?:user|end[ -]user|customer|account owner|requester|human)(?:'s)? (?:has|have|had|already) (?:already )?(?:authori[sz]ed|approved|consented|agreed|asked|requested|confirmed|pre-?approved|signed off)`)},
 	// Reading a local dotfile, key or credential store: a precondition
 	// no honest tool hands to the model.
 	{"reads_local_secret", re(`\b(?:read|cat|open|load|print|include|paste|attach|send|upload|supply|provide)\b[^.\n]{0,60}(?:~/|/etc/(?:shadow|passwd)|\.(?:bashrc|zshrc|bash_profile|profile|netrc|npmrc|pypirc|env|pgpass|git-credentials)\b|id_rsa|id_ed25519|\.ssh/|credentials\b|kube/config|_history\b|login data|keychain)`)},
@@ -282,6 +293,15 @@ func (lm *LinearModel) Score(vec, feats []float32, grams []int) float64 {
 	for _, b := range grams {
 		z += float64(lm.Hashed[b])
 	}
+	if len(lm.Weights) > 0 {
+		for i, v := range vec {
+			z += float64(lm.Weights[i]) * float64(v)
+		}
+		off := len(vec)
+		for i, f := range feats {
+			z += float64(lm.Weights[off+i]) * float64(f)
+		}
+	}
 	if h := lm.Hidden; h != nil {
 		in := len(vec) + len(feats)
 		for k := range h.Units {
@@ -297,14 +317,6 @@ func (lm *LinearModel) Score(vec, feats []float32, grams []int) float64 {
 				z += float64(h.Out[k]) * a
 			}
 		}
-		return 1 / (1 + math.Exp(-z))
-	}
-	for i, v := range vec {
-		z += float64(lm.Weights[i]) * float64(v)
-	}
-	off := len(vec)
-	for i, f := range feats {
-		z += float64(lm.Weights[off+i]) * float64(f)
 	}
 	return 1 / (1 + math.Exp(-z))
 }
