@@ -81,6 +81,17 @@ var coreChecks = map[string]func(m *match) Severity{
 		}
 		return m.sev
 	},
+	// A secret file named in a definition: a tool that handles SSH keys or
+	// AWS profiles for the user names them honestly ("lists profiles from
+	// ~/.aws/config", "the key is written to ~/.ssh/deploy"), so the
+	// mention alone is context; with data moved somewhere in the same
+	// sentence it is a finding.
+	"secret_file_mention": func(m *match) Severity {
+		if movesData.MatchString(m.seg.text) {
+			return m.sev
+		}
+		return SeverityLow
+	},
 	"secret_file_access": outputNeedsInstruction,
 	"steal_credentials":  outputNeedsInstruction,
 	"exfiltrate":         outputNeedsInstruction,
@@ -119,6 +130,7 @@ func outputNeedsInstruction(m *match) Severity {
 // Vocabulary the checks use, from the rule files.
 var (
 	instructionAfter = builtinPattern("instruction_after") // text after a marker that reads as an instruction
+	movesData        = builtinPattern("moves_data")
 	imperativeStart  = builtinPattern("imperative_start")
 	secondPerson     = builtinPattern("second_person")
 )
