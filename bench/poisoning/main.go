@@ -55,6 +55,7 @@ func main() {
 	flag.Float64Var(&l2Dense, "l2", l2Dense, "L2 penalty on the embedding and structural weights (standardised)")
 	flag.IntVar(&epochs, "epochs", epochs, "epochs of full-batch Adam")
 	flag.Float64Var(&posWeight, "pos-weight", posWeight, "share of the training loss carried by the positive instances")
+	flag.BoolVar(&calibrateReal, "calibrate-real", false, "choose the thresholds on the clean development and real-tool texts only, not the authored ones")
 	flag.IntVar(&hardNeg, "hard-neg", hardNeg, "extra copies of each clean text's worst part among the negatives of the second training round")
 	flag.BoolVar(&milWhole, "mil-whole", milWhole, "keep a malicious definition's whole text as a positive in the second round")
 	flag.Float64Var(&l2Gate, "l2-gate", l2Gate, "L2 penalty on the output gate's n-gram weights")
