@@ -269,6 +269,9 @@ func TestProbes(t *testing.T) {
 	}
 	emb, err := DefaultEmbedder()
 	if err != nil {
+		if os.Getenv("TOOLGATE_REQUIRE_MODEL") == "1" {
+			t.Fatalf("TOOLGATE_REQUIRE_MODEL=1 but the model is not installed: %v", err)
+		}
 		t.Skipf("MiniLM not installed: %v", err)
 	}
 	d, err := NewDetectorWith(Config{}, Options{Embedder: emb, AllRules: true})
