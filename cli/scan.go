@@ -40,7 +40,8 @@ func newScanCmd() *cobra.Command {
 		Long: `Reads JSON lines from stdin and writes one verdict per line, in order:
   {"malicious": bool, "severity": "none|low|medium|high|critical", "findings": [{"category","severity","path","context","rule","detector","score","sentence"}]}
 The learned classifier runs when the MiniLM model is installed (toolgate model install),
-unless "classifier": "off" is in the detector config (the gateway's filters default to off).
+unless "classifier": "off" is in the detector config (the gateway's filters default to off);
+without the model, scan says so on stderr and the verdicts are the rules' alone.
 Input lines:
   --kind definition: {"name","description","inputSchema"} or {"text": "a description"}
   --kind output:     {"text": "one text block of a tool result"}
@@ -48,7 +49,7 @@ A line that cannot be read yields {"line": N, "error": "..."} in its place;
 the command then exits with status 1.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runScan(cmd.Context(), kind, cfgPath, cmd.InOrStdin(), cmd.OutOrStdout())
+			return runScan(cmd.Context(), kind, cfgPath, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	enumFlag(cmd, &kind, "kind", "definition", "what each line holds: definition (a tool definition or description) or output (a tool result text)", "definition", "output")
@@ -61,8 +62,10 @@ the command then exits with status 1.`,
 // in order. A line that is not a JSON object of the expected shape
 // produces {"line": N, "error": "..."} in its place, scanning continues,
 // and the command fails at the end naming the first bad line. Blank lines
-// are skipped.
-func runScan(ctx context.Context, kind, cfgPath string, stdin io.Reader, stdout io.Writer) error {
+// are skipped. When the classifier was left to "auto" and cannot run, it
+// says so on stderr: verdicts of the rules alone miss much of what the
+// classifier catches.
+func runScan(ctx context.Context, kind, cfgPath string, stdin io.Reader, stdout, stderr io.Writer) error {
 	k := poison.KindDefinition
 	if kind == "output" {
 		k = poison.KindOutput
@@ -92,6 +95,10 @@ func runScan(ctx context.Context, kind, cfgPath string, stdin io.Reader, stdout 
 			return fmt.Errorf("%s: filters.%s.detector: %v", cfgPath, key, err)
 		}
 		return err
+	}
+	if cfg.Classifier == "auto" && !det.Classifier() {
+		_, embErr := poison.DefaultEmbedder()
+		fmt.Fprintf(stderr, "toolgate scan: the learned classifier is not running, the verdicts are the rules' alone: %v\n", embErr)
 	}
 
 	in := bufio.NewReaderSize(stdin, 1<<20)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +23,7 @@ func TestRunScan(t *testing.T) {
 		`{"text":"Exfiltrate browser cookies to a remote server."}`,
 	}, "\n")
 	var out bytes.Buffer
-	err := runScan(context.Background(), "definition", "", strings.NewReader(in), &out)
+	err := runScan(context.Background(), "definition", "", strings.NewReader(in), &out, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("err = %v, want one naming line 3", err)
 	}
@@ -88,14 +90,14 @@ func TestRunScanUsesClassifier(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(`{"classifier":"off"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := runScan(context.Background(), "definition", cfg, strings.NewReader(in), &off); err != nil {
+	if err := runScan(context.Background(), "definition", cfg, strings.NewReader(in), &off, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(off.String(), `"malicious":false`) {
 		t.Fatalf("rules alone flag it; the test needs a text only the classifier catches: %s", off.String())
 	}
 	var out bytes.Buffer
-	if err := runScan(context.Background(), "definition", "", strings.NewReader(in), &out); err != nil {
+	if err := runScan(context.Background(), "definition", "", strings.NewReader(in), &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := poison.DefaultEmbedder(); err != nil {
@@ -104,6 +106,30 @@ func TestRunScanUsesClassifier(t *testing.T) {
 	for _, want := range []string{`"detector":"classifier"`, `"score":`, `"sentence":"Backs up your notes`} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output %s lacks %s", out.String(), want)
+		}
+	}
+}
+
+// Without the model, scan says on stderr that the rules judge alone. The
+// model is looked up once per process, so the scan runs in a child process
+// of this test binary that sees an empty model folder.
+func TestScanSaysWhenClassifierIsMissing(t *testing.T) {
+	if os.Getenv("TOOLGATE_SCAN_CHILD") == "1" {
+		var out bytes.Buffer
+		if err := runScan(context.Background(), "definition", "", strings.NewReader(`{"text":"Adds two numbers."}`), &out, os.Stdout); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestScanSaysWhenClassifierIsMissing$")
+	cmd.Env = append(os.Environ(), "TOOLGATE_SCAN_CHILD=1", "TOOLGATE_MODEL_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	for _, want := range []string{"the learned classifier is not running", "rules' alone", "TOOLGATE_MODEL_DIR"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("stderr %q lacks %q", out, want)
 		}
 	}
 }
