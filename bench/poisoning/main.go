@@ -63,6 +63,8 @@ func main() {
 	flag.Float64Var(&gateRecall, "gate-recall", gateRecall, "share of the attacked training outputs (out of fold) the output gate must mark")
 	flag.BoolVar(&gateOnly, "gate-only", false, "with -loso-only: train only the output gate (the output model is the committed one)")
 	flag.BoolVar(&noScreen, "no-screen", false, "scan every output fully (rules and every part embedded), without the lexical screen")
+	flag.BoolVar(&readmeTrain, "readme-train", readmeTrain, "train on the README chunks of the Go modules as benign outputs (the npm ones stay out, for -readmes)")
+	readmes := flag.Bool("readmes", false, "measure the committed weights with every rule, and the rules alone, on README files of the Go modules and npm packages this repository uses (benign tool outputs nobody chose; needs make deps)")
 	blind := flag.String("blind", "", "a held-out batch file (definitions, or outputs with role attack/carrier rows) to measure before it is trained on: recall and FPR of the committed weights with every rule, and of the rules alone, per category")
 	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
 	flag.BoolVar(&useGoDoc, "godoc", useGoDoc, "train the definition model with the doc comments of Go standard-library packages as extra benign definitions (source godoc)")
@@ -148,6 +150,10 @@ func main() {
 		ruleAudit(texts)
 		return
 	}
+	if *readmes {
+		readmeFPR(cfg, *verbose)
+		return
+	}
 	if *blind != "" {
 		blindBatch(cfg, *blind, *verbose)
 		return
@@ -192,6 +198,23 @@ func main() {
 		}
 		defs = append(defs, gd...)
 	}
+	if readmeTrain {
+		// The Go modules' README chunks are benign outputs in training; the
+		// npm packages' stay out, to measure (-readmes).
+		wd, err := os.Getwd()
+		if err != nil {
+			log.Fatal(err)
+		}
+		rd, err := readmeDocs(wd, false)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, d := range rd {
+			if d.source == "readme-go" {
+				outs = append(outs, d)
+			}
+		}
+	}
 	start := time.Now()
 	l, err := prepare(emb, defs, outs)
 	if err != nil {
@@ -200,8 +223,8 @@ func main() {
 	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
 
 	if *doTrain {
-		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -target-fpr-outputs %g -l2 %g -l2-hashed %g -pos-weight %g -hard-neg %d -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/{%s}_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s; thresholds: 5-fold out-of-fold clean-document FPR <= %g (definitions), %g (outputs) on the training rows",
-			targetFPR, targetFPROutputs, l2Dense, l2Hashed, posWeight, hardNeg, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, strings.Join(trainingBatches, ","), goDocNote(), targetFPR, targetFPROutputs)
+		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -target-fpr-outputs %g -l2 %g -l2-hashed %g -pos-weight %g -hard-neg %d -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/{%s}_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s%s; thresholds: 5-fold out-of-fold clean-document FPR <= %g (definitions), %g (outputs) on the training rows",
+			targetFPR, targetFPROutputs, l2Dense, l2Hashed, posWeight, hardNeg, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, strings.Join(trainingBatches, ","), goDocNote(), readmeNote(), targetFPR, targetFPROutputs)
 		if modelKind != "logistic" {
 			// The logistic note stays as it was, so that its weights reproduce.
 			what := "one-hidden-layer ReLU MLP (standardised inputs, seeded init, fixed-order mini-batch Adam, two multiple-instance rounds; hashed n-grams linear in the output)"
@@ -310,6 +333,56 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 		fmt.Println(fmtCounts(d.name, c, -1))
 		for _, cat := range slices.Sorted(maps.Keys(byCat)) {
 			fmt.Println(fmtCounts("  "+cat, *byCat[cat], -1))
+		}
+	}
+}
+
+// readmeFPR measures the output detectors on the README corpus
+// (readmeDocs): every chunk is benign, so what is flagged is the FPR on
+// real documentation nobody fitted anything to.
+func readmeFPR(cfg map[string]poison.Config, verbose bool) {
+	wd, err := os.Getwd()
+	if err != nil {
+		log.Fatal(err)
+	}
+	docs, err := readmeDocs(wd, true)
+	if err != nil {
+		log.Fatal(err)
+	}
+	emb, err := newCachedEmbedder()
+	if err != nil {
+		log.Fatalf("the classifier needs the MiniLM model: %v", err)
+	}
+	defer emb.save()
+	shipped, err := poison.BuiltinModels()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("== README chunks of at most %d bytes, all benign (%d documents)\n", readmeChunkBytes, len(docs))
+	for _, d := range []struct {
+		name string
+		opt  poison.Options
+	}{
+		{"committed weights + every rule", poison.Options{Embedder: emb, Models: shipped, AllRules: true}},
+		{"rules alone (the default)", poison.Options{}},
+	} {
+		det := buildOut(cfg, d.opt)
+		bySrc := map[string]*counts{}
+		var all counts
+		for _, doc := range docs {
+			v := det.ScanOutput(doc.text)
+			if bySrc[doc.source] == nil {
+				bySrc[doc.source] = &counts{}
+			}
+			bySrc[doc.source].add(false, v.Malicious)
+			all.add(false, v.Malicious)
+			if verbose && v.Malicious {
+				fmt.Printf("  FALSE POSITIVE %s %s\n", doc.id, topFinding(v))
+			}
+		}
+		fmt.Println(fmtCounts(d.name, all, -1))
+		for _, src := range slices.Sorted(maps.Keys(bySrc)) {
+			fmt.Println(fmtCounts("  "+src, *bySrc[src], -1))
 		}
 	}
 }
