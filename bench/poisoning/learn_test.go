@@ -76,3 +76,29 @@ func TestMLPDeterministic(t *testing.T) {
 		t.Fatal("two MLP fits on the same data differ")
 	}
 }
+
+// TestEnsembleIsMeanLogit checks the ensemble's logit is the mean of the
+// logistic regression's and the MLP's, and that the runtime, reading the
+// exported file, adds both terms as the trainer does.
+func TestEnsembleIsMeanLogit(t *testing.T) {
+	saved := mlpEpochs
+	mlpEpochs = 40
+	defer func() { mlpEpochs = saved }()
+	ins, ys := xorSet()
+	lr, mlp := fitLogistic(ins, ys), fitMLP(ins, ys)
+	ens := average(lr, mlp)
+	lm := ens.export(0.5)
+	if lm.Hidden == nil || len(lm.Weights) != len(ins[0].x) {
+		t.Fatalf("exported ensemble lacks a term: hidden %v, %d linear weights", lm.Hidden != nil, len(lm.Weights))
+	}
+	logit := func(p float64) float64 { return math.Log(p / (1 - p)) }
+	for _, in := range ins[:16] {
+		want := (logit(lr.score(in)) + logit(mlp.score(in))) / 2
+		if got := logit(ens.score(in)); math.Abs(got-want) > 1e-9 {
+			t.Fatalf("ensemble logit %.6f at %v, want the mean %.6f", got, in.x, want)
+		}
+		if rs, s := lm.Score(in.x, nil, nil), ens.score(in); math.Abs(rs-s) > 1e-3 {
+			t.Fatalf("runtime scores %v %.4f, trainer %.4f", in.x, rs, s)
+		}
+	}
+}

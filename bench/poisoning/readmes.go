@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // The README corpus: benign tool outputs nobody on the team wrote or chose.
@@ -126,8 +127,9 @@ func chunkParagraphs(text string, max int) []string {
 			flush()
 		}
 		for len(para) > max {
-			cur.WriteString(clip(para, max))
-			para = para[len(clip(para, max)):]
+			n := cutAt(para, max)
+			cur.WriteString(para[:n])
+			para = strings.TrimLeft(para[n:], " \t\n")
 			flush()
 		}
 		cur.WriteString(para)
@@ -135,6 +137,19 @@ func chunkParagraphs(text string, max int) []string {
 	}
 	flush()
 	return out
+}
+
+// cutAt returns where to cut s so that s[:n] is at most max bytes: after
+// the last blank at or before max, else at a rune boundary.
+func cutAt(s string, max int) int {
+	if i := strings.LastIndexAny(s[:max+1], " \t\n"); i > 0 {
+		return i
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
 }
 
 func fileExists(p string) bool {
