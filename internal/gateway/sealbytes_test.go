@@ -143,8 +143,10 @@ func runSealLeg(t *testing.T, mode string, sdk bool) sealRun {
 	go func() { served <- g.serveIO(sctx, gr, gw) }()
 	t.Cleanup(func() { stop(); cw.Close(); <-served })
 	// The client's own reading of each answer is compared, and its bytes
-	// are searched for the secrets.
-	var wire strings.Builder
+	// are searched for the secrets. The SDK's reader may still be copying
+	// into wire after the session is closed (the pipe stays open until the
+	// cleanup), hence the lock.
+	var wire lockedBuffer
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
 		Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(io.TeeReader(cr, &wire)), Writer: cw}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
