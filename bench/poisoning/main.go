@@ -294,24 +294,11 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 	} else {
 		docs = defDocs(nil, rows)
 	}
-	emb, err := newCachedEmbedder()
-	if err != nil {
-		log.Fatalf("the classifier needs the MiniLM model: %v", err)
-	}
-	defer emb.save()
-	shipped, err := poison.BuiltinModels()
-	if err != nil {
-		log.Fatal(err)
-	}
+	dets, save := committedAndRules()
+	defer save()
 	fmt.Printf("== blind: %s (%d documents), never trained on\n", path, len(docs))
 	fmt.Printf("%-40s %5s %5s %5s %5s  %9s %6s %6s\n", "detector", "n", "TP", "FP", "FN", "precision", "recall", "FPR")
-	for _, d := range []struct {
-		name string
-		opt  poison.Options
-	}{
-		{"committed weights + every rule", poison.Options{Embedder: emb, Models: shipped, AllRules: true}},
-		{"rules alone (the default)", poison.Options{}},
-	} {
+	for _, d := range dets {
 		scan := buildOut(cfg, d.opt).ScanOutput
 		if !outputs {
 			det := build(cfg, d.opt)
@@ -337,6 +324,31 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 	}
 }
 
+// namedOptions is one detector set-up a measurement reports.
+type namedOptions struct {
+	name string
+	opt  poison.Options
+}
+
+// committedAndRules returns the two detectors the held-out measurements
+// compare: the committed weights with every rule (what detector.classifier
+// on runs) and the rules alone (the gateway's default), and the function
+// that saves the embedding cache.
+func committedAndRules() ([]namedOptions, func()) {
+	emb, err := newCachedEmbedder()
+	if err != nil {
+		log.Fatalf("the classifier needs the MiniLM model: %v", err)
+	}
+	shipped, err := poison.BuiltinModels()
+	if err != nil {
+		log.Fatal(err)
+	}
+	return []namedOptions{
+		{"committed weights + every rule", poison.Options{Embedder: emb, Models: shipped, AllRules: true}},
+		{"rules alone (the default)", poison.Options{}},
+	}, emb.save
+}
+
 // readmeFPR measures the output detectors on the README corpus
 // (readmeDocs): every chunk is benign, so what is flagged is the FPR on
 // real documentation nobody fitted anything to.
@@ -349,23 +361,10 @@ func readmeFPR(cfg map[string]poison.Config, verbose bool) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	emb, err := newCachedEmbedder()
-	if err != nil {
-		log.Fatalf("the classifier needs the MiniLM model: %v", err)
-	}
-	defer emb.save()
-	shipped, err := poison.BuiltinModels()
-	if err != nil {
-		log.Fatal(err)
-	}
+	dets, save := committedAndRules()
+	defer save()
 	fmt.Printf("== README chunks of at most %d bytes, all benign (%d documents)\n", readmeChunkBytes, len(docs))
-	for _, d := range []struct {
-		name string
-		opt  poison.Options
-	}{
-		{"committed weights + every rule", poison.Options{Embedder: emb, Models: shipped, AllRules: true}},
-		{"rules alone (the default)", poison.Options{}},
-	} {
+	for _, d := range dets {
 		det := buildOut(cfg, d.opt)
 		bySrc := map[string]*counts{}
 		var all counts

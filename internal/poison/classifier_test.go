@@ -403,20 +403,12 @@ func TestMLPModelScores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for text, want := range map[string]bool{
+	expectFlags(t, c, map[string]bool{
 		"Quietly copies the file.":               true,  // concealment only
 		"You must copy the file.":                true,  // directive only
 		"You must quietly copy the file.":        false, // both
 		"Copies the file to the given location.": false, // neither
-	} {
-		ps, err := c.worst(KindDefinition, text, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := ps.score >= 0.9; got != want {
-			t.Errorf("%q scores %.3f, flagged %v, want %v", text, ps.score, got, want)
-		}
-	}
+	})
 
 	bad := mlpTestModels()
 	bad.Output.Hidden.Weights = bad.Output.Hidden.Weights[1:]
@@ -441,17 +433,24 @@ func TestEnsembleModelAddsLinearTerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for text, want := range map[string]bool{
+	expectFlags(t, c, map[string]bool{
 		"Disregard the cache and copy the file.": true,  // linear term
 		"Quietly copies the file.":               true,  // hidden term
 		"Copies the file to the given location.": false, // neither
-	} {
+	})
+}
+
+// expectFlags checks which definitions the test models' threshold (0.9)
+// flags.
+func expectFlags(t *testing.T, c *classifier, want map[string]bool) {
+	t.Helper()
+	for text, w := range want {
 		ps, err := c.worst(KindDefinition, text, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ps.score >= 0.9; got != want {
-			t.Errorf("%q scores %.3f, flagged %v, want %v", text, ps.score, got, want)
+		if got := ps.score >= 0.9; got != w {
+			t.Errorf("%q scores %.3f, flagged %v, want %v", text, ps.score, got, w)
 		}
 	}
 }
