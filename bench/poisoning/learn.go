@@ -114,9 +114,9 @@ func newCachedEmbedder() (*cachedEmbedder, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cachedEmbedder{Embedder: m, vecs: map[[32]byte][]float32{}}
+	c := &cachedEmbedder{Embedder: m.Pooled(pooling), vecs: map[[32]byte][]float32{}}
 	if cd, err := os.UserCacheDir(); err == nil {
-		id := strings.NewReplacer("/", "_", "@", "_").Replace(m.ModelID())
+		id := strings.NewReplacer("/", "_", "@", "_", "+", "_").Replace(c.ModelID())
 		c.path = filepath.Join(cd, "toolgate", "bench-poisoning-"+id+".gob")
 		if f, err := os.Open(c.path); err == nil {
 			_ = gob.NewDecoder(f).Decode(&c.vecs)
@@ -168,6 +168,26 @@ func (c *cachedEmbedder) save() {
 	}
 }
 
+// pooling is how the bench's embedder pools MiniLM's token vectors (flag
+// -pooling): by default the committed weights' pooling, so that they are
+// measured, and retrained, as they were trained.
+var pooling = func() embed.Pooling {
+	if m, err := poison.BuiltinModels(); err == nil && m.Pooling != "" {
+		if p, err := embed.ParsePooling(m.Pooling); err == nil {
+			return p
+		}
+	}
+	return embed.PoolMean
+}()
+
+// poolingName is the Models.Pooling of weights trained with pooling.
+func poolingName() string {
+	if pooling == embed.PoolMean {
+		return ""
+	}
+	return pooling.String()
+}
+
 // instance is one part of a document with its feature vector.
 type instance struct {
 	x     []float32
@@ -185,7 +205,15 @@ type featurized struct {
 	whole  []int        // per doc: index of the whole-text part, or -1
 }
 
-func featurize(emb embed.Embedder, docs []doc, drop []string) (*featurized, error) {
+// featurize embeds the parts of docs; the structural features named in
+// drop and the dimensions of the embedding views named in dropViews are
+// held at zero, so that a model trained on them gives them no weight.
+func featurize(emb embed.Embedder, docs []doc, drop, dropViews []string) (*featurized, error) {
+	views := pooling.Views()
+	if emb.Dim()%len(views) != 0 {
+		return nil, fmt.Errorf("featurize: %d dimensions are not %d views", emb.Dim(), len(views))
+	}
+	per := emb.Dim() / len(views)
 	f := &featurized{parts: make([][]instance, len(docs)), attack: make([][]instance, len(docs)), whole: make([]int, len(docs))}
 	vec := func(i int, parts []string) ([]instance, error) {
 		vs, err := emb.Embed(context.Background(), parts)
@@ -201,6 +229,11 @@ func featurize(emb embed.Embedder, docs []doc, drop []string) (*featurized, erro
 				}
 			}
 			x := append(slices.Clone(vs[j]), feats...)
+			for k, v := range views {
+				if slices.Contains(dropViews, v) {
+					clear(x[k*per : (k+1)*per])
+				}
+			}
 			out[j] = instance{x: x, grams: poison.Ngrams(p, hashBits), doc: i}
 		}
 		return out, nil
@@ -782,6 +815,13 @@ var dropFeatures []string
 // real-tool FPR 0.010 -> 0.015, recall lower on two of four authored folds).
 var outputOnlyFeatures = []string{"addresses_reader", "user_third_person"}
 
+// outputOnlyViews are the embedding views (embed.Pooling.Views) held at
+// zero in the definition model. The maximum over a text's tokens helped
+// every output fold and cost the definition model real-tool FPR (leave
+// the catalogue out: 0.009 with the mean and third-layer views, 0.040 with
+// the maximum too).
+var outputOnlyViews = []string{"max"}
+
 // calibrateReal leaves the authored benign texts out of the threshold's
 // clean-document FPR (flag -calibrate-real), an experiment.
 var calibrateReal bool
@@ -843,10 +883,10 @@ type learned struct {
 func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	l := &learned{emb: emb, defs: defs, outs: outs, modelID: emb.ModelID(), features: poison.FeatureNames}
 	var err error
-	if l.defF, err = featurize(emb, defs, slices.Concat(dropFeatures, outputOnlyFeatures)); err != nil {
+	if l.defF, err = featurize(emb, defs, slices.Concat(dropFeatures, outputOnlyFeatures), outputOnlyViews); err != nil {
 		return nil, err
 	}
-	if l.outF, err = featurize(emb, outs, dropFeatures); err != nil {
+	if l.outF, err = featurize(emb, outs, dropFeatures, nil); err != nil {
 		return nil, err
 	}
 	l.gate = gateFeaturize(outs)
@@ -881,12 +921,12 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 		}
 		return idx
 	}
-	m := &poison.Models{EmbedModel: l.modelID, Dim: l.emb.Dim(), Features: l.features, HashBits: hashBits, Trained: note}
+	m := &poison.Models{EmbedModel: l.modelID, Pooling: poolingName(), Dim: l.emb.Dim(), Features: l.features, HashBits: hashBits, Trained: note}
 	if len(only) > 0 {
 		// The other kind's model is the shipped one; when the features
 		// changed since it was trained, the trained kind's model stands in
 		// for it (a fold scans one kind only, so it is never used).
-		if shipped, err := poison.BuiltinModels(); err == nil {
+		if shipped, err := poison.BuiltinModels(); err == nil && shipped.Dim == m.Dim {
 			m.Definition, m.Output, m.OutputGate = shipped.Definition, shipped.Output, shipped.OutputGate
 		}
 	}

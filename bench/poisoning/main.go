@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/embed"
 	"github.com/toolgate/toolgate/internal/poison"
 )
 
@@ -85,6 +86,10 @@ func main() {
 	flag.IntVar(&mlpBatch, "mlp-batch", mlpBatch, "mini-batch size of the MLP")
 	flag.Float64Var(&mlpLR, "mlp-lr", mlpLR, "Adam learning rate of the MLP")
 	flag.Float64Var(&mlpL2, "mlp-l2", mlpL2, "L2 penalty on the MLP's hidden and output weights (standardised inputs)")
+	flag.Func("pooling", "how MiniLM's token vectors are pooled for the classifier: mean (as in semantic search), mean+max, mean+mid or mean+max+mid (default: the committed weights' pooling)", func(v string) (err error) {
+		pooling, err = embed.ParsePooling(v)
+		return err
+	})
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
 	if mlpUnits < 1 || mlpBatch < 1 || mlpEpochs < 1 {
@@ -223,8 +228,8 @@ func main() {
 	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
 
 	if *doTrain {
-		note := fmt.Sprintf("go run ./bench/poisoning -train -target-fpr %g -target-fpr-outputs %g -l2 %g -l2-hashed %g -pos-weight %g -hard-neg %d -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/{%s}_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s%s; thresholds: 5-fold out-of-fold clean-document FPR <= %g (definitions), %g (outputs) on the training rows",
-			targetFPR, targetFPROutputs, l2Dense, l2Hashed, posWeight, hardNeg, epochs, emb.ModelID(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, strings.Join(trainingBatches, ","), goDocNote(), readmeNote(), targetFPR, targetFPROutputs)
+		note := fmt.Sprintf("go run ./bench/poisoning -train -pooling %s -target-fpr %g -target-fpr-outputs %g -l2 %g -l2-hashed %g -pos-weight %g -hard-neg %d -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings (the definition model's weights on the %s view held at zero) + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/{%s}_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s%s; thresholds: 5-fold out-of-fold clean-document FPR <= %g (definitions), %g (outputs) on the training rows",
+			pooling, targetFPR, targetFPROutputs, l2Dense, l2Hashed, posWeight, hardNeg, epochs, emb.ModelID(), strings.Join(outputOnlyViews, ", "), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, strings.Join(trainingBatches, ","), goDocNote(), readmeNote(), targetFPR, targetFPROutputs)
 		if modelKind != "logistic" {
 			// The logistic note stays as it was, so that its weights reproduce.
 			what := "one-hidden-layer ReLU MLP (standardised inputs, seeded init, fixed-order mini-batch Adam, two multiple-instance rounds; hashed n-grams linear in the output)"

@@ -12,6 +12,10 @@
 // at run time. On amd64 CPUs with AVX2+FMA the matrix products use
 // hand-written assembly kernels; elsewhere a portable Go kernel is used.
 //
+// [MiniLM.Pooled] gives the same model with more views of one forward pass
+// next to the sentence vector (the maximum over the tokens, the mean of the
+// third layer), for the poisoning classifier; search keeps the mean.
+//
 // [NewHashing] is a deterministic, model-free stand-in for tests that do not
 // measure retrieval quality.
 package embed

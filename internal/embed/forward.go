@@ -19,9 +19,9 @@ type attScratch struct {
 
 // forward runs BERT on a batch of sequences, concatenated without padding:
 // every dense layer is one matrix product over all tokens of the batch;
-// attention is computed per sequence and head. Writes the mean-pooled,
-// L2-normalised vectors to out[s.idx].
-func (m *MiniLM) forward(ws *workspace, seqs []seq, out [][]float32, par int) {
+// attention is computed per sequence and head. Writes each sequence's
+// vector, pooled as pool says (a unit vector), to out[s.idx].
+func (m *MiniLM) forward(ws *workspace, seqs []seq, out [][]float32, par int, pool Pooling) {
 	H, I := m.cfg.HiddenSize, m.cfg.Intermediate
 	eps := float32(m.cfg.LayerNormEps)
 	M := 0
@@ -58,6 +58,7 @@ func (m *MiniLM) forward(ws *workspace, seqs []seq, out [][]float32, par int) {
 		}
 	}
 	mp := roundUp(M, rowAlign)
+	views := pool.views()
 	for li := range m.layers {
 		L := &m.layers[li]
 		// Q, K, V in one product.
@@ -77,26 +78,45 @@ func (m *MiniLM) forward(ws *workspace, seqs []seq, out [][]float32, par int) {
 		fillBias(h, L.ff2B, mp)
 		parGemm(par, mp, H, I, ff, I, L.ff2, h, H)
 		addNorm(par, x, h, M, H, L.ln2g, L.ln2b, eps)
+		for vi, v := range views {
+			if v.layer == li+1 || (v.layer == 0 && li == len(m.layers)-1) {
+				for si, s := range seqs {
+					poolInto(out[s.idx][vi*H:(vi+1)*H], x[starts[si]*H:(starts[si]+len(s.ids))*H], H, v.max, len(views))
+				}
+			}
+		}
 	}
-	// Mean pooling (every token is attended: no padding) and L2 norm.
-	for si, s := range seqs {
-		v := out[s.idx]
-		acc := make([]float64, H)
-		for p := range s.ids {
-			row := x[(starts[si]+p)*H : (starts[si]+p+1)*H]
-			for j, r := range row {
+}
+
+// poolInto writes the mean (or the maximum) over the token rows of x to v,
+// scaled to length 1/sqrt(n): n such views concatenate to a unit vector.
+func poolInto(v, x []float32, H int, takeMax bool, n int) {
+	acc := make([]float64, H)
+	rows := len(x) / H
+	if takeMax {
+		for j := range acc {
+			acc[j] = math.Inf(-1)
+		}
+	}
+	for p := range rows {
+		for j, r := range x[p*H : (p+1)*H] {
+			if takeMax {
+				acc[j] = math.Max(acc[j], float64(r))
+			} else {
 				acc[j] += float64(r)
 			}
 		}
-		var n2 float64
-		for j := range acc {
-			acc[j] /= float64(len(s.ids))
-			n2 += acc[j] * acc[j]
+	}
+	var n2 float64
+	for j := range acc {
+		if !takeMax {
+			acc[j] /= float64(rows)
 		}
-		inv := 1 / math.Max(math.Sqrt(n2), 1e-12)
-		for j := range v {
-			v[j] = float32(acc[j] * inv)
-		}
+		n2 += acc[j] * acc[j]
+	}
+	inv := 1 / math.Max(math.Sqrt(n2), 1e-12) / math.Sqrt(float64(n))
+	for j := range v {
+		v[j] = float32(acc[j] * inv)
 	}
 }
 

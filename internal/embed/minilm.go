@@ -281,6 +281,10 @@ const maxBatchTokens = 512
 // 256 tokens. Large batches are split across Threads goroutines, a single
 // text is computed with intra-operation parallelism.
 func (m *MiniLM) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	return m.embed(ctx, texts, PoolMean)
+}
+
+func (m *MiniLM) embed(ctx context.Context, texts []string, pool Pooling) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	if len(texts) == 0 {
 		return out, ctx.Err()
@@ -292,7 +296,7 @@ func (m *MiniLM) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		seqs[i] = seq{idx: i, ids: m.tok.Encode(t, maxLen)}
 		total += len(seqs[i].ids)
 	}
-	dim := m.cfg.HiddenSize
+	dim := m.cfg.HiddenSize * len(pool.views())
 	vecs := make([]float32, len(texts)*dim)
 	for i := range out {
 		out[i] = vecs[i*dim : (i+1)*dim : (i+1)*dim]
@@ -303,7 +307,7 @@ func (m *MiniLM) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	sort.SliceStable(seqs, func(a, b int) bool { return len(seqs[a].ids) > len(seqs[b].ids) })
 
 	if threads == 1 || len(seqs) == 1 || total < 64 {
-		return out, m.runGroup(ctx, seqs, out, threads)
+		return out, m.runGroup(ctx, seqs, out, threads, pool)
 	}
 	// Partition sequences across goroutines, balancing token counts
 	// (attention cost makes long ones a bit heavier; close enough).
@@ -328,7 +332,7 @@ func (m *MiniLM) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[g] = m.runGroup(ctx, groups[g], out, 1)
+			errs[g] = m.runGroup(ctx, groups[g], out, 1, pool)
 		}()
 	}
 	wg.Wait()
@@ -347,7 +351,7 @@ type seq struct {
 
 // runGroup embeds seqs (sorted by decreasing length) in forward passes of
 // at most maxBatchTokens tokens, using par goroutines inside each pass.
-func (m *MiniLM) runGroup(ctx context.Context, seqs []seq, out [][]float32, par int) error {
+func (m *MiniLM) runGroup(ctx context.Context, seqs []seq, out [][]float32, par int, pool Pooling) error {
 	ws, _ := m.pool.Get().(*workspace)
 	if ws == nil {
 		ws = &workspace{}
@@ -362,7 +366,7 @@ func (m *MiniLM) runGroup(ctx context.Context, seqs []seq, out [][]float32, par 
 			tokens += len(seqs[j].ids)
 			j++
 		}
-		m.forward(ws, seqs[i:j], out, par)
+		m.forward(ws, seqs[i:j], out, par, pool)
 		i = j
 	}
 	return nil

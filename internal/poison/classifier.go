@@ -63,7 +63,11 @@ type Models struct {
 	// EmbedModel is the embedder's ModelID the weights were trained on;
 	// vectors of another model are meaningless to them.
 	EmbedModel string `json:"embed_model"`
-	Dim        int    `json:"dim"`
+	// Pooling is how the embedder pools MiniLM's token vectors for the
+	// weights (embed.ParsePooling; empty is "mean", semantic search's). The
+	// classifier asks the embedder it is given for that pooling.
+	Pooling string `json:"pooling,omitempty"`
+	Dim     int    `json:"dim"`
 	// Features lists the structural features in weight order.
 	Features []string `json:"features"`
 	// HashBits is log2 of the number of hashed n-gram buckets.
@@ -89,6 +93,11 @@ func BuiltinModels() (*Models, error) {
 }
 
 func (m *Models) validate() error {
+	if m.Pooling != "" {
+		if _, err := embed.ParsePooling(m.Pooling); err != nil {
+			return fmt.Errorf("poison: classifier: %v", err)
+		}
+	}
 	if m.Dim <= 0 {
 		return errors.New("poison: classifier: dim must be positive")
 	}
@@ -324,8 +333,11 @@ func (lm *LinearModel) Score(vec, feats []float32, grams []int) float64 {
 // classifier scores texts with the learned models and caches the worst part
 // of each text by content hash.
 type classifier struct {
-	emb    embed.Embedder
-	models *Models
+	// emb is the embedder the detector was given (cross-tool checks
+	// compare its vectors); score is the same model pooled as the weights
+	// want, which the parts are scored with.
+	emb, score embed.Embedder
+	models     *Models
 
 	mu    sync.Mutex
 	cache map[[32]byte]partScore
@@ -380,13 +392,24 @@ func newClassifier(emb embed.Embedder, m *Models) (*classifier, error) {
 	if err := m.validate(); err != nil {
 		return nil, err
 	}
-	if emb.Dim() != m.Dim {
-		return nil, fmt.Errorf("poison: classifier: embedder has %d dimensions, weights want %d", emb.Dim(), m.Dim)
+	score := emb
+	if m.Pooling != "" && m.EmbedModel != emb.ModelID() {
+		p, _ := embed.ParsePooling(m.Pooling)
+		pe, ok := emb.(interface {
+			Pooled(embed.Pooling) embed.Embedder
+		})
+		if !ok {
+			return nil, fmt.Errorf("poison: classifier: weights want %s pooling, which the embedder %s cannot give", m.Pooling, emb.ModelID())
+		}
+		score = pe.Pooled(p)
 	}
-	if m.EmbedModel != "" && emb.ModelID() != m.EmbedModel {
-		return nil, fmt.Errorf("poison: classifier: weights were trained on %s, the embedder is %s", m.EmbedModel, emb.ModelID())
+	if score.Dim() != m.Dim {
+		return nil, fmt.Errorf("poison: classifier: embedder has %d dimensions, weights want %d", score.Dim(), m.Dim)
 	}
-	return &classifier{emb: emb, models: m, cache: map[[32]byte]partScore{}, fcache: map[[32]byte][]Finding{}, limit: maxCacheEntries}, nil
+	if m.EmbedModel != "" && score.ModelID() != m.EmbedModel {
+		return nil, fmt.Errorf("poison: classifier: weights were trained on %s, the embedder is %s", m.EmbedModel, score.ModelID())
+	}
+	return &classifier{emb: emb, score: score, models: m, cache: map[[32]byte]partScore{}, fcache: map[[32]byte][]Finding{}, limit: maxCacheEntries}, nil
 }
 
 func (c *classifier) model(kind Kind) *LinearModel {
@@ -412,7 +435,7 @@ func (c *classifier) worst(kind Kind, text string, parts []string) (partScore, e
 	if len(parts) == 0 {
 		return partScore{}, nil
 	}
-	vecs, err := c.emb.Embed(context.Background(), parts)
+	vecs, err := c.score.Embed(context.Background(), parts)
 	if err != nil {
 		return partScore{}, err
 	}
