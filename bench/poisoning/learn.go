@@ -822,6 +822,21 @@ var outputOnlyFeatures = []string{"addresses_reader", "user_third_person"}
 // the maximum too).
 var outputOnlyViews = []string{"max"}
 
+// droppedViewsNote says, for the weights' trained note, which views of the
+// pooling the definition model does not read.
+func droppedViewsNote() string {
+	var dropped []string
+	for _, v := range pooling.Views() {
+		if slices.Contains(outputOnlyViews, v) {
+			dropped = append(dropped, v)
+		}
+	}
+	if len(dropped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the definition model's weights on the %s view held at zero)", strings.Join(dropped, ", "))
+}
+
 // calibrateReal leaves the authored benign texts out of the threshold's
 // clean-document FPR (flag -calibrate-real), an experiment.
 var calibrateReal bool
