@@ -206,15 +206,7 @@ func main() {
 	if readmeTrain {
 		// The Go modules' README chunks are benign outputs in training; the
 		// npm packages' stay out, to measure (-readmes).
-		wd, err := os.Getwd()
-		if err != nil {
-			log.Fatal(err)
-		}
-		rd, err := readmeDocs(wd, false)
-		if err != nil {
-			log.Fatal(err)
-		}
-		for _, d := range rd {
+		for _, d := range mustReadmeDocs(false) {
 			if d.source == "readme-go" {
 				outs = append(outs, d)
 			}
@@ -354,18 +346,25 @@ func committedAndRules() ([]namedOptions, func()) {
 	}, emb.save
 }
 
-// readmeFPR measures the output detectors on the README corpus
-// (readmeDocs): every chunk is benign, so what is flagged is the FPR on
-// real documentation nobody fitted anything to.
-func readmeFPR(cfg map[string]poison.Config, verbose bool) {
+// mustReadmeDocs is readmeDocs of the working directory (the repository
+// root), or exits saying why not.
+func mustReadmeDocs(npm bool) []doc {
 	wd, err := os.Getwd()
 	if err != nil {
 		log.Fatal(err)
 	}
-	docs, err := readmeDocs(wd, true)
+	docs, err := readmeDocs(wd, npm)
 	if err != nil {
 		log.Fatal(err)
 	}
+	return docs
+}
+
+// readmeFPR measures the output detectors on the README corpus
+// (readmeDocs): every chunk is benign, so what is flagged is the FPR on
+// real documentation nobody fitted anything to.
+func readmeFPR(cfg map[string]poison.Config, verbose bool) {
+	docs := mustReadmeDocs(true)
 	dets, save := committedAndRules()
 	defer save()
 	fmt.Printf("== README chunks of at most %d bytes, all benign (%d documents)\n", readmeChunkBytes, len(docs))
