@@ -226,7 +226,7 @@ func TestTruncationMatters(t *testing.T) {
 		}
 		ids := m.tok.Encode(it.Text, 128)
 		out := [][]float32{make([]float32, 384)}
-		m.forward(&workspace{}, []seq{{0, ids}}, out, 1, PoolMean)
+		m.forward(&workspace{}, []seq{{0, ids}}, 1, m.poolSink(out, PoolMean))
 		if c := cosine(out[0], it.Vector); c > 0.9999 {
 			t.Errorf("%.30q: 128-token truncation also matches the reference (cos %f)", it.Text, c)
 		}

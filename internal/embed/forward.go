@@ -19,9 +19,9 @@ type attScratch struct {
 
 // forward runs BERT on a batch of sequences, concatenated without padding:
 // every dense layer is one matrix product over all tokens of the batch;
-// attention is computed per sequence and head. Writes each sequence's
-// vector, pooled as pool says (a unit vector), to out[s.idx].
-func (m *MiniLM) forward(ws *workspace, seqs []seq, out [][]float32, par int, pool Pooling) {
+// attention is computed per sequence and head. After each layer (1-based)
+// it hands every sequence's token rows to sink, which must not keep them.
+func (m *MiniLM) forward(ws *workspace, seqs []seq, par int, sink sink) {
 	H, I := m.cfg.HiddenSize, m.cfg.Intermediate
 	eps := float32(m.cfg.LayerNormEps)
 	M := 0
@@ -58,7 +58,6 @@ func (m *MiniLM) forward(ws *workspace, seqs []seq, out [][]float32, par int, po
 		}
 	}
 	mp := roundUp(M, rowAlign)
-	views := pool.views()
 	for li := range m.layers {
 		L := &m.layers[li]
 		// Q, K, V in one product.
@@ -78,11 +77,23 @@ func (m *MiniLM) forward(ws *workspace, seqs []seq, out [][]float32, par int, po
 		fillBias(h, L.ff2B, mp)
 		parGemm(par, mp, H, I, ff, I, L.ff2, h, H)
 		addNorm(par, x, h, M, H, L.ln2g, L.ln2b, eps)
+		for si, s := range seqs {
+			sink(li+1, s, x[starts[si]*H:(starts[si]+len(s.ids))*H])
+		}
+	}
+}
+
+// sink receives a sequence's token rows after a layer of the forward pass.
+type sink func(layer int, s seq, rows []float32)
+
+// poolSink pools the views of pool into out[s.idx].
+func (m *MiniLM) poolSink(out [][]float32, pool Pooling) sink {
+	H, last := m.cfg.HiddenSize, len(m.layers)
+	views := pool.views()
+	return func(layer int, s seq, rows []float32) {
 		for vi, v := range views {
-			if v.layer == li+1 || (v.layer == 0 && li == len(m.layers)-1) {
-				for si, s := range seqs {
-					poolInto(out[s.idx][vi*H:(vi+1)*H], x[starts[si]*H:(starts[si]+len(s.ids))*H], H, v.max, len(views))
-				}
+			if v.layer == layer || (v.layer == 0 && layer == last) {
+				poolInto(out[s.idx][vi*H:(vi+1)*H], rows, H, v.max, len(views))
 			}
 		}
 	}

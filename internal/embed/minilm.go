@@ -289,17 +289,73 @@ func (m *MiniLM) embed(ctx context.Context, texts []string, pool Pooling) ([][]f
 	if len(texts) == 0 {
 		return out, ctx.Err()
 	}
-	maxLen := min(MaxTokens, m.cfg.MaxPositions)
-	seqs := make([]seq, len(texts))
-	total := 0
-	for i, t := range texts {
-		seqs[i] = seq{idx: i, ids: m.tok.Encode(t, maxLen)}
-		total += len(seqs[i].ids)
-	}
 	dim := m.cfg.HiddenSize * len(pool.views())
 	vecs := make([]float32, len(texts)*dim)
 	for i := range out {
 		out[i] = vecs[i*dim : (i+1)*dim : (i+1)*dim]
+	}
+	return out, m.run(ctx, m.encode(texts), m.poolSink(out, pool))
+}
+
+// Encode returns, from one forward pass, each text's vector pooled as pool
+// says and its token vectors after each of the given 1-based layers: one
+// row per token (with [CLS] and [SEP], truncated as Embed truncates), the
+// layers' outputs side by side, so each row is len(layers)*Dim() long. A
+// classifier can pool the tokens as it learned to.
+func (m *MiniLM) Encode(ctx context.Context, texts []string, pool Pooling, layers ...int) (vecs, tokens [][]float32, err error) {
+	H := m.cfg.HiddenSize
+	for _, l := range layers {
+		if l < 1 || l > len(m.layers) {
+			return nil, nil, fmt.Errorf("embed: layer %d out of range 1..%d", l, len(m.layers))
+		}
+	}
+	seqs := m.encode(texts)
+	dim := H * len(pool.views())
+	vecs, tokens = make([][]float32, len(texts)), make([][]float32, len(texts))
+	flat := make([]float32, len(texts)*dim)
+	for i := range vecs {
+		vecs[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
+	}
+	for _, s := range seqs {
+		tokens[s.idx] = make([]float32, len(s.ids)*H*len(layers))
+	}
+	if len(texts) == 0 {
+		return vecs, tokens, ctx.Err()
+	}
+	pooled, w := m.poolSink(vecs, pool), H*len(layers)
+	err = m.run(ctx, seqs, func(layer int, s seq, rows []float32) {
+		pooled(layer, s, rows)
+		for li, l := range layers {
+			if l != layer {
+				continue
+			}
+			for p := range len(s.ids) {
+				copy(tokens[s.idx][p*w+li*H:p*w+(li+1)*H], rows[p*H:(p+1)*H])
+			}
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return vecs, tokens, nil
+}
+
+// encode tokenizes texts, truncated to what the model reads.
+func (m *MiniLM) encode(texts []string) []seq {
+	maxLen := min(MaxTokens, m.cfg.MaxPositions)
+	seqs := make([]seq, len(texts))
+	for i, t := range texts {
+		seqs[i] = seq{idx: i, ids: m.tok.Encode(t, maxLen)}
+	}
+	return seqs
+}
+
+// run passes seqs through the model, handing each layer's token rows to
+// sink.
+func (m *MiniLM) run(ctx context.Context, seqs []seq, sink sink) error {
+	total := 0
+	for _, s := range seqs {
+		total += len(s.ids)
 	}
 	threads := max(1, m.Threads)
 	// Longest first: groups below are then filled with similar lengths, and
@@ -307,7 +363,7 @@ func (m *MiniLM) embed(ctx context.Context, texts []string, pool Pooling) ([][]f
 	sort.SliceStable(seqs, func(a, b int) bool { return len(seqs[a].ids) > len(seqs[b].ids) })
 
 	if threads == 1 || len(seqs) == 1 || total < 64 {
-		return out, m.runGroup(ctx, seqs, out, threads, pool)
+		return m.runGroup(ctx, seqs, threads, sink)
 	}
 	// Partition sequences across goroutines, balancing token counts
 	// (attention cost makes long ones a bit heavier; close enough).
@@ -332,16 +388,16 @@ func (m *MiniLM) embed(ctx context.Context, texts []string, pool Pooling) ([][]f
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[g] = m.runGroup(ctx, groups[g], out, 1, pool)
+			errs[g] = m.runGroup(ctx, groups[g], 1, sink)
 		}()
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 type seq struct {
@@ -351,7 +407,7 @@ type seq struct {
 
 // runGroup embeds seqs (sorted by decreasing length) in forward passes of
 // at most maxBatchTokens tokens, using par goroutines inside each pass.
-func (m *MiniLM) runGroup(ctx context.Context, seqs []seq, out [][]float32, par int, pool Pooling) error {
+func (m *MiniLM) runGroup(ctx context.Context, seqs []seq, par int, sink sink) error {
 	ws, _ := m.pool.Get().(*workspace)
 	if ws == nil {
 		ws = &workspace{}
@@ -366,7 +422,7 @@ func (m *MiniLM) runGroup(ctx context.Context, seqs []seq, out [][]float32, par 
 			tokens += len(seqs[j].ids)
 			j++
 		}
-		m.forward(ws, seqs[i:j], out, par, pool)
+		m.forward(ws, seqs[i:j], par, sink)
 		i = j
 	}
 	return nil

@@ -111,5 +111,17 @@ type pooled struct {
 func (e pooled) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	return e.m.embed(ctx, texts, e.p)
 }
+
+// EmbedTokens is Embed and the token vectors of layers, from one pass
+// (MiniLM.Encode).
+func (e pooled) EmbedTokens(ctx context.Context, texts []string, layers ...int) (vecs, tokens [][]float32, err error) {
+	return e.m.Encode(ctx, texts, e.p, layers...)
+}
+
 func (e pooled) Dim() int        { return e.m.cfg.HiddenSize * len(e.p.views()) }
 func (e pooled) ModelID() string { return e.m.modelID + "+" + e.p.String() }
+
+// EmbedTokens is Embed and the token vectors of layers, from one pass.
+func (m *MiniLM) EmbedTokens(ctx context.Context, texts []string, layers ...int) (vecs, tokens [][]float32, err error) {
+	return m.Encode(ctx, texts, PoolMean, layers...)
+}
