@@ -1,5 +1,10 @@
 package poison
 
+import (
+	"regexp"
+	"strings"
+)
+
 // Injected instructions in tool outputs (rules/outputs.rules). Real outputs
 // are full of imperative sentences (code comments, "Reply to this email",
 // "Click here"), so these families look for what is specific to an
@@ -66,6 +71,11 @@ var outputChecks = map[string]func(m *match) Severity{
 		if nw < 4 || nw > 40 || len(contentWords(s.text)) < 2 {
 			return SeverityNone
 		}
+		// A verb that is a label ("Plan: 1 to add", "Summary: ...") or a
+		// column header asks nothing.
+		if strings.HasPrefix(strings.TrimLeft(s.text[m.loc[1]:], " "), ":") || columnRow(s.orig) {
+			return SeverityNone
+		}
 		// Quoted text is material, not the writer talking.
 		unquoted := quoted.ReplaceAllString(s.text, " ")
 		if marketing.MatchString(s.text) || deictic.MatchString(unquoted) || personal.MatchString(unquoted) {
@@ -124,3 +134,15 @@ func riskyCode(block string) bool {
 	net, local, exec := netCodeRE.MatchString(block), localCodeRE.MatchString(block), execCodeRE.MatchString(block)
 	return net && (local || exec) || local && exec || harmCodeRE.MatchString(block)
 }
+
+// columnRow reports whether a segment is a row of aligned columns (a
+// header such as kubectl's "NAME   READY   STATUS" or benchstat's "name
+// old time/op new time/op"): two or more gaps of a tab or several spaces
+// between words, and no sentence punctuation.
+func columnRow(s string) bool {
+	return len(columnGap.FindAllStringIndex(s, 2)) == 2 && !strings.ContainsAny(s, "?!") && !strings.HasSuffix(s, ".")
+}
+
+// columnGap is a gap between columns (segments are trimmed, so every gap
+// is between words).
+var columnGap = regexp.MustCompile(`\t+|  +`)

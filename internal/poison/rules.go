@@ -92,7 +92,7 @@ var coreChecks = map[string]func(m *match) Severity{
 		}
 		return SeverityLow
 	},
-	"secret_file_access": outputNeedsInstruction,
+	"secret_file_access": secretFileAccess,
 	"steal_credentials":  outputNeedsInstruction,
 	"exfiltrate":         outputNeedsInstruction,
 	"send_data_out":      outputNeedsInstruction,
@@ -127,12 +127,22 @@ func outputNeedsInstruction(m *match) Severity {
 	return m.sev
 }
 
+// secretFileAccess clears a setup step that creates a secrets file from
+// its template ("copy .env.example to .env"): nothing secret is read.
+func secretFileAccess(m *match) Severity {
+	if templateCopy.MatchString(m.seg.text) {
+		return SeverityNone
+	}
+	return outputNeedsInstruction(m)
+}
+
 // Vocabulary the checks use, from the rule files.
 var (
 	instructionAfter = builtinPattern("instruction_after") // text after a marker that reads as an instruction
 	movesData        = builtinPattern("moves_data")
 	imperativeStart  = builtinPattern("imperative_start")
 	secondPerson     = builtinPattern("second_person")
+	templateCopy     = builtinPattern("template_copy")
 )
 
 // instructionLike reports whether a segment of an output reads as an
