@@ -100,6 +100,7 @@ func insert(text, inj string, pos int) string {
 // the benchmark do not recompute thousands of embeddings.
 type cachedEmbedder struct {
 	embed.Embedder
+	m     *embed.MiniLM
 	path  string
 	vecs  map[[32]byte][]float32
 	dirty bool
@@ -114,7 +115,7 @@ func newCachedEmbedder() (*cachedEmbedder, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cachedEmbedder{Embedder: m.Pooled(pooling), vecs: map[[32]byte][]float32{}}
+	c := &cachedEmbedder{Embedder: m.Pooled(pooling), m: m, vecs: map[[32]byte][]float32{}}
 	if cd, err := os.UserCacheDir(); err == nil {
 		id := strings.NewReplacer("/", "_", "@", "_", "+", "_").Replace(c.ModelID())
 		c.path = filepath.Join(cd, "toolgate", "bench-poisoning-"+id+".gob")
@@ -151,6 +152,12 @@ func (c *cachedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		}
 	}
 	return out, nil
+}
+
+// EmbedTokens gives the classifier token vectors for attention (not
+// cached: only the scans of held-out rows ask for them).
+func (c *cachedEmbedder) EmbedTokens(ctx context.Context, texts []string, layers ...int) (vecs, tokens [][]float32, err error) {
+	return c.m.Encode(ctx, texts, pooling, layers...)
 }
 
 func (c *cachedEmbedder) save() {
@@ -191,8 +198,9 @@ func poolingName() string {
 // instance is one part of a document with its feature vector.
 type instance struct {
 	x     []float32
-	grams []int // hashed n-gram buckets
-	doc   int   // index into the docs slice
+	grams []int    // hashed n-gram buckets
+	doc   int      // index into the docs slice
+	tok   []uint16 // token vectors (-attn), bfloat16
 }
 
 // hashBits is log2 of the hashed n-gram buckets of the trained models.
@@ -203,6 +211,7 @@ type featurized struct {
 	parts  [][]instance // per doc: its parts
 	attack [][]instance // per doc: the parts of its injected instruction
 	whole  []int        // per doc: index of the whole-text part, or -1
+	tokens int          // width of the instances' token rows (tokenStore.attach); 0: none
 }
 
 // featurize embeds the parts of docs; the structural features named in
@@ -267,6 +276,7 @@ type logistic struct {
 	// The MLP: hidden weights (unit after unit, each len(x) long), hidden
 	// biases and output weights, with the standardisation folded in.
 	hw, hb, ho []float64
+	att        *attention // pooled vectors appended to the features (-attn)
 }
 
 func (m *logistic) score(in instance) float64 {
@@ -562,7 +572,11 @@ func fitLogistic(ins []instance, ys []bool) *logistic {
 			g[dim+nh] += e
 		}
 		for j := 0; j < dim; j++ {
-			g[j] += l2Dense * w[j]
+			if attnFrom > 0 && j >= attnFrom {
+				g[j] += l2Dense * attnL2Factor * w[j]
+			} else {
+				g[j] += l2Dense * w[j]
+			}
 		}
 		for j := dim; j < dim+nh; j++ {
 			g[j] += l2Hashed * w[j]
@@ -604,23 +618,34 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 			}
 		}
 	}
-	base()
-	for _, i := range idx {
-		if !docs[i].malicious {
-			continue
-		}
-		switch {
-		case len(f.attack[i]) > 0:
-			for _, in := range f.attack[i] {
-				xs, ys = append(xs, in), append(ys, true)
+	first := func() {
+		base()
+		for _, i := range idx {
+			if !docs[i].malicious {
+				continue
 			}
-		case f.whole[i] >= 0:
-			xs, ys = append(xs, f.parts[i][f.whole[i]]), append(ys, true)
-		default:
-			for _, in := range f.parts[i] {
-				xs, ys = append(xs, in), append(ys, true)
+			switch {
+			case len(f.attack[i]) > 0:
+				for _, in := range f.attack[i] {
+					xs, ys = append(xs, in), append(ys, true)
+				}
+			case f.whole[i] >= 0:
+				xs, ys = append(xs, f.parts[i][f.whole[i]]), append(ys, true)
+			default:
+				for _, in := range f.parts[i] {
+					xs, ys = append(xs, in), append(ys, true)
+				}
 			}
 		}
+	}
+	first()
+	var att *attention
+	if f.tokens > 0 {
+		att = fitAttention(xs, ys, f.tokens)
+		attnFrom = len(xs[0].x)
+		defer func() { attnFrom = 0 }()
+		f = att.extend(f, idx)
+		first()
 	}
 	m := fit(xs, ys)
 	// Second round: each malicious definition contributes its whole text and
@@ -668,13 +693,18 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 			xs, ys = append(xs, f.parts[i][best]), append(ys, true)
 		}
 	}
-	return fit(xs, ys)
+	m = fit(xs, ys)
+	m.att = att
+	return m
 }
 
 // docScore is a document's worst part.
 func docScore(m *logistic, f *featurized, i int) float64 {
 	s := 0.0
 	for _, in := range f.parts[i] {
+		if m.att != nil {
+			in = m.att.extendOne(in)
+		}
 		s = max(s, m.score(in))
 	}
 	return s
@@ -880,6 +910,16 @@ func (m *logistic) export(th float64) *poison.LinearModel {
 			lm.Weights = []float32{}
 		}
 	}
+	if a := m.att; a != nil {
+		pa := &poison.Attention{Layers: attnLayers, Heads: a.heads, Mean: make([]float32, a.dim), Scale: make([]float32, a.dim), Query: make([]float32, len(a.q))}
+		for j := range a.dim {
+			pa.Mean[j], pa.Scale[j] = float32(a.mu[j]), float32(1/a.sd[j])
+		}
+		for j, q := range a.q {
+			pa.Query[j] = float32(q)
+		}
+		lm.Attention = pa
+	}
 	return lm
 }
 
@@ -900,6 +940,16 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	var err error
 	if l.defF, err = featurize(emb, defs, slices.Concat(dropFeatures, outputOnlyFeatures), outputOnlyViews); err != nil {
 		return nil, err
+	}
+	if attnHeads > 0 {
+		// Definitions only: on the output folds the heads cost recall and
+		// false positives (bench/poisoning/DATA.md).
+		tokens := newTokenStore(emb.m)
+		err := tokens.attach(l.defF, defs)
+		tokens.save()
+		if err != nil {
+			return nil, err
+		}
 	}
 	if l.outF, err = featurize(emb, outs, dropFeatures, nil); err != nil {
 		return nil, err

@@ -56,7 +56,7 @@ func TestMLPLearnsXOR(t *testing.T) {
 			t.Fatalf("MLP scores %v (label %v) %.3f", in.x, ys[i], s)
 		}
 		// The runtime reads the exported (rounded, float32) weights.
-		if rs := lm.Score(in.x, nil, nil); math.Abs(rs-s) > 1e-3 {
+		if rs := lm.Score(in.x, nil, nil, nil); math.Abs(rs-s) > 1e-3 {
 			t.Fatalf("runtime scores %v %.4f, trainer %.4f", in.x, rs, s)
 		}
 	}
@@ -102,7 +102,7 @@ func TestEnsembleIsMeanLogit(t *testing.T) {
 		if got := logit(ens.score(in)); math.Abs(got-want) > 1e-9 {
 			t.Fatalf("ensemble logit %.6f at %v, want the mean %.6f", got, in.x, want)
 		}
-		if rs, s := lm.Score(in.x, nil, nil), ens.score(in); math.Abs(rs-s) > 1e-3 {
+		if rs, s := lm.Score(in.x, nil, nil, nil), ens.score(in); math.Abs(rs-s) > 1e-3 {
 			t.Fatalf("runtime scores %v %.4f, trainer %.4f", in.x, rs, s)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,6 +91,23 @@ func main() {
 		pooling, err = embed.ParsePooling(v)
 		return err
 	})
+	flag.IntVar(&attnHeads, "attn", attnHeads, "learned attention poolings over the token vectors of layers 3 and 6 (0: none)")
+	flag.Func("attn-layers", "the layers (1-based, comma-separated) whose token vectors -attn pools (default 3,6)", func(v string) error {
+		attnLayers = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 || n > 6 {
+				return fmt.Errorf("layer %q: want 1 to 6", f)
+			}
+			attnLayers = append(attnLayers, n)
+		}
+		return nil
+	})
+	flag.Float64Var(&attnL2, "attn-l2", attnL2, "L2 penalty of the attention queries and readouts")
+	flag.IntVar(&attnEpochs, "attn-epochs", attnEpochs, "epochs of the attention's first stage")
+	flag.BoolVar(&attnScalar, "attn-scalar", false, "pass each attention head's first-stage readout, not its pooled vector, to the classifier")
+	flag.Float64Var(&attnL2Factor, "attn-l2-factor", attnL2Factor, "how many times the classifier's L2 penalty weighs the attention features")
+	attnLOSO := flag.Bool("attn-loso", false, "leave-one-source-out of the classifier alone, scored in the bench (to compare -attn settings)")
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
 	if mlpUnits < 1 || mlpBatch < 1 || mlpEpochs < 1 {
@@ -220,8 +238,8 @@ func main() {
 	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
 
 	if *doTrain {
-		note := fmt.Sprintf("go run ./bench/poisoning -train -pooling %s -target-fpr %g -target-fpr-outputs %g -l2 %g -l2-hashed %g -pos-weight %g -hard-neg %d -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings%s + %d structural features + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/{%s}_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s%s; thresholds: 5-fold out-of-fold clean-document FPR <= %g (definitions), %g (outputs) on the training rows",
-			pooling, targetFPR, targetFPROutputs, l2Dense, l2Hashed, posWeight, hardNeg, epochs, emb.ModelID(), droppedViewsNote(), len(poison.FeatureNames), hashBits, l2Gate, gateRecall, strings.Join(trainingBatches, ","), goDocNote(), readmeNote(), targetFPR, targetFPROutputs)
+		note := fmt.Sprintf("go run ./bench/poisoning -train -pooling %s -attn %d -attn-layers %s -attn-l2-factor %g -target-fpr %g -target-fpr-outputs %g -l2 %g -l2-hashed %g -pos-weight %g -hard-neg %d -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings%s + %d structural features%s + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/{%s}_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s%s; thresholds: 5-fold out-of-fold clean-document FPR <= %g (definitions), %g (outputs) on the training rows",
+			pooling, attnHeads, layersFlag(), attnL2Factor, targetFPR, targetFPROutputs, l2Dense, l2Hashed, posWeight, hardNeg, epochs, emb.ModelID(), droppedViewsNote(), len(poison.FeatureNames), attentionNote(), hashBits, l2Gate, gateRecall, strings.Join(trainingBatches, ","), goDocNote(), readmeNote(), targetFPR, targetFPROutputs)
 		if modelKind != "logistic" {
 			// The logistic note stays as it was, so that its weights reproduce.
 			what := "one-hidden-layer ReLU MLP (standardised inputs, seeded init, fixed-order mini-batch Adam, two multiple-instance rounds; hashed n-grams linear in the output)"
@@ -241,6 +259,10 @@ func main() {
 		return
 	}
 
+	if *attnLOSO {
+		losoClassifier(l, *verbose)
+		return
+	}
 	if *onlyLOSO {
 		loso(l, cfg, tools, *verbose)
 		return

@@ -18,10 +18,10 @@ import (
 )
 
 // The learned detector: a logistic regression (or, when the weights file
-// holds a hidden layer, a one-hidden-layer MLP) over the MiniLM sentence
-// embedding of a part of the text (a sentence, two adjacent sentences, or
-// the whole text when it is short) concatenated with a few structural
-// features. A text scores as its worst part. The weights are trained
+// holds a hidden layer, a one-hidden-layer MLP) over MiniLM vectors of a
+// part of the text (a sentence, two adjacent sentences, or the whole text
+// when it is short), optionally learned attention poolings of its token
+// vectors, and a few structural features. A text scores as its worst part. The weights are trained
 // offline by `go run ./bench/poisoning -train` (see bench/poisoning/DATA.md
 // for the data) and embedded from classifier.json.
 
@@ -45,6 +45,84 @@ type LinearModel struct {
 	Bias   float32   `json:"bias"`
 	// Threshold is the probability at or above which a part is flagged.
 	Threshold float64 `json:"threshold"`
+	// Attention, when set, pools the part's token vectors with learned
+	// queries; its pooled vectors follow the structural features in
+	// Weights. Only with a logistic regression (no Hidden).
+	Attention *Attention `json:"attention,omitempty"`
+}
+
+// Attention is a set of learned poolings over a part's token vectors (the
+// outputs of Layers, side by side). Each token row is standardised with
+// Mean and Scale; head k weighs token t by softmax_t(Query_k · row_t) and
+// yields the weighted mean of the standardised rows. A mean dilutes the one
+// clause of a sentence that asks for something; a learned weighting can
+// find it wherever it is.
+type Attention struct {
+	Layers []int `json:"layers"`
+	Heads  int   `json:"heads"`
+	// Mean and Scale (1/standard deviation) have one entry per dimension
+	// of a token row; Query has Heads rows of as many.
+	Mean  []float32 `json:"mean"`
+	Scale []float32 `json:"scale"`
+	Query []float32 `json:"query"`
+}
+
+// Width is the length of a token row and of each head's pooled vector.
+func (a *Attention) Width() int { return len(a.Mean) }
+
+func (a *Attention) validate(layers int) error {
+	w := len(a.Mean)
+	if a.Heads <= 0 || a.Heads > 64 || len(a.Layers) == 0 || w == 0 || w%len(a.Layers) != 0 || len(a.Scale) != w || len(a.Query) != a.Heads*w {
+		return fmt.Errorf("attention: %d heads over layers %v need mean and scale of one width and %d×width query weights (have %d, %d, %d)", a.Heads, a.Layers, max(a.Heads, 0), len(a.Mean), len(a.Scale), len(a.Query))
+	}
+	for _, l := range a.Layers {
+		if l < 1 || l > layers {
+			return fmt.Errorf("attention: layer %d out of range 1..%d", l, layers)
+		}
+	}
+	return nil
+}
+
+// Pool returns the heads' pooled vectors of one part's token rows (each
+// Width() long), side by side.
+func (a *Attention) Pool(tokens []float32) []float32 {
+	w := a.Width()
+	out := make([]float32, a.Heads*w)
+	n := len(tokens) / w
+	if n == 0 {
+		return out
+	}
+	h := make([]float32, n*w)
+	for t := range n {
+		for j := range w {
+			h[t*w+j] = (tokens[t*w+j] - a.Mean[j]) * a.Scale[j]
+		}
+	}
+	s := make([]float64, n)
+	for k := range a.Heads {
+		q := a.Query[k*w : (k+1)*w]
+		top := math.Inf(-1)
+		for t := range n {
+			var d float64
+			for j, v := range h[t*w : (t+1)*w] {
+				d += float64(q[j]) * float64(v)
+			}
+			s[t], top = d, max(top, d)
+		}
+		var sum float64
+		for t := range s {
+			s[t] = math.Exp(s[t] - top)
+			sum += s[t]
+		}
+		p := out[k*w : (k+1)*w]
+		for t := range n {
+			c := float32(s[t] / sum)
+			for j, v := range h[t*w : (t+1)*w] {
+				p[j] += c * v
+			}
+		}
+	}
+	return out
 }
 
 // HiddenLayer is one ReLU layer of Units units over the Dim embedding
@@ -114,6 +192,15 @@ func (m *Models) validate() error {
 			return fmt.Errorf("poison: classifier: no %s model", name)
 		}
 		in := m.Dim + len(FeatureNames)
+		if a := lm.Attention; a != nil {
+			if err := a.validate(maxAttentionLayer); err != nil {
+				return fmt.Errorf("poison: classifier: %s model: %v", name, err)
+			}
+			if lm.Hidden != nil {
+				return fmt.Errorf("poison: classifier: %s model: attention is only trained with a logistic regression, not with a hidden layer", name)
+			}
+			in += a.Heads * a.Width()
+		}
 		if h := lm.Hidden; h != nil {
 			if h.Units <= 0 || h.Units > 1024 || len(h.Weights) != h.Units*in || len(h.Bias) != h.Units || len(h.Out) != h.Units || (len(lm.Weights) != 0 && len(lm.Weights) != in) {
 				return fmt.Errorf("poison: classifier: %s model: hidden layer of %d units must have %d weights, %d biases, %d output weights and no or %d linear weights (has %d, %d, %d, %d)", name, h.Units, max(h.Units, 0)*in, h.Units, h.Units, in, len(h.Weights), len(h.Bias), len(h.Out), len(lm.Weights))
@@ -295,9 +382,10 @@ func Ngrams(part string, bits int) []int {
 	return appendGrams(nil, asciiLower(part), bits)
 }
 
-// Score applies the model to one part's embedding, structural features and
-// hashed n-gram buckets.
-func (lm *LinearModel) Score(vec, feats []float32, grams []int) float64 {
+// Score applies the model to one part's embedding, structural features,
+// attention-pooled vectors (nil unless the model has Attention) and hashed
+// n-gram buckets.
+func (lm *LinearModel) Score(vec, feats, pooled []float32, grams []int) float64 {
 	z := float64(lm.Bias)
 	for _, b := range grams {
 		z += float64(lm.Hashed[b])
@@ -309,6 +397,10 @@ func (lm *LinearModel) Score(vec, feats []float32, grams []int) float64 {
 		off := len(vec)
 		for i, f := range feats {
 			z += float64(lm.Weights[off+i]) * float64(f)
+		}
+		off += len(feats)
+		for i, v := range pooled {
+			z += float64(lm.Weights[off+i]) * float64(v)
 		}
 	}
 	if h := lm.Hidden; h != nil {
@@ -385,6 +477,16 @@ type partScore struct {
 	score float64
 }
 
+// tokenEmbedder gives a part's token vectors with its vector (a MiniLM
+// embedder does); models with Attention need one.
+type tokenEmbedder interface {
+	EmbedTokens(ctx context.Context, texts []string, layers ...int) (vecs, tokens [][]float32, err error)
+}
+
+// maxAttentionLayer is the deepest layer attention may read (MiniLM-L6 has
+// six); the embedder reports a layer it lacks as an error when scoring.
+const maxAttentionLayer = 6
+
 // maxCacheEntries bounds the score cache; the oldest entries go first.
 const maxCacheEntries = 8192
 
@@ -402,6 +504,11 @@ func newClassifier(emb embed.Embedder, m *Models) (*classifier, error) {
 			return nil, fmt.Errorf("poison: classifier: weights want %s pooling, which the embedder %s cannot give", m.Pooling, emb.ModelID())
 		}
 		score = pe.Pooled(p)
+	}
+	for _, lm := range []*LinearModel{m.Definition, m.Output} {
+		if _, ok := score.(tokenEmbedder); lm.Attention != nil && !ok {
+			return nil, fmt.Errorf("poison: classifier: the weights pool token vectors of layers %v, which the embedder %s does not give", lm.Attention.Layers, score.ModelID())
+		}
 	}
 	if score.Dim() != m.Dim {
 		return nil, fmt.Errorf("poison: classifier: embedder has %d dimensions, weights want %d", score.Dim(), m.Dim)
@@ -435,14 +542,28 @@ func (c *classifier) worst(kind Kind, text string, parts []string) (partScore, e
 	if len(parts) == 0 {
 		return partScore{}, nil
 	}
-	vecs, err := c.score.Embed(context.Background(), parts)
+	lm := c.model(kind)
+	var vecs, tokens [][]float32
+	var err error
+	if a := lm.Attention; a != nil {
+		te, ok := c.score.(tokenEmbedder)
+		if !ok {
+			return partScore{}, fmt.Errorf("poison: classifier: the weights pool token vectors, which the embedder %s does not give", c.score.ModelID())
+		}
+		vecs, tokens, err = te.EmbedTokens(context.Background(), parts, a.Layers...)
+	} else {
+		vecs, err = c.score.Embed(context.Background(), parts)
+	}
 	if err != nil {
 		return partScore{}, err
 	}
-	lm := c.model(kind)
 	ps = partScore{score: -1}
 	for i, p := range parts {
-		if s := lm.Score(vecs[i], Features(p), Ngrams(p, c.models.HashBits)); s > ps.score {
+		var pooled []float32
+		if tokens != nil {
+			pooled = lm.Attention.Pool(tokens[i])
+		}
+		if s := lm.Score(vecs[i], Features(p), pooled, Ngrams(p, c.models.HashBits)); s > ps.score {
 			ps = partScore{part: p, score: s}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -331,9 +332,10 @@ func TestProbes(t *testing.T) {
 // real-tool FPR of the leave-one-source-out fold fell from 0.043 to 0.010
 // (bench/poisoning/DATA.md). The classifier reading the third layer's mean
 // (and, for outputs, the tokens' maximum) next to the sentence mean caught
-// three more definition probes (2026-11-28, second stop).
+// three more definition probes (2026-11-28, second stop); the two learned
+// attention poolings of the definition model four more (third stop).
 const (
-	probeFloorDefinitions         = 22 // of 31 (19 with the mean alone)
+	probeFloorDefinitions         = 26 // of 31 (22 without attention, 19 with the mean alone)
 	probeFloorOutputs             = 14 // of 16 (10 before the fifth batch)
 	probeBenignFlaggedOutputs     = 1  // of 11
 	probeBenignFlaggedDefinitions = 1  // of 23
@@ -510,5 +512,73 @@ func TestClassifierPoolsAsTheWeightsWant(t *testing.T) {
 	m.Pooling = "mean+median"
 	if _, err := NewDetectorWith(Config{}, Options{Embedder: emb, Models: m}); err == nil || !strings.Contains(err.Error(), "median") {
 		t.Errorf("unknown pooling: %v", err)
+	}
+}
+
+func TestAttentionPool(t *testing.T) {
+	const w = 4
+	rows := []float32{
+		1, 0, 0, 0,
+		0, 1, 0, 0,
+		0, 0, 5, 0, // the marked token
+		0, 0, 0, 1,
+	}
+	a := &Attention{Layers: []int{6}, Heads: 2, Mean: make([]float32, w), Scale: []float32{1, 1, 1, 1},
+		// Head 0 looks for the third dimension; head 1 weighs all alike.
+		Query: []float32{0, 0, 10, 0, 0, 0, 0, 0}}
+	p := a.Pool(rows)
+	if len(p) != 2*w {
+		t.Fatalf("%d pooled values, want %d", len(p), 2*w)
+	}
+	if math.Abs(float64(p[2])-5) > 1e-3 || p[0] > 1e-3 {
+		t.Errorf("head 0 pooled %v, want the marked token (0 0 5 0)", p[:w])
+	}
+	for j, want := range []float32{0.25, 0.25, 1.25, 0.25} {
+		if math.Abs(float64(p[w+j]-want)) > 1e-6 {
+			t.Errorf("head 1 pooled %v, want the mean", p[w:])
+		}
+	}
+	// Standardisation comes first.
+	a.Mean, a.Scale = []float32{1, 0, 0, 0}, []float32{2, 1, 1, 1}
+	if p := a.Pool(rows); math.Abs(float64(p[w])+1.5) > 1e-6 {
+		t.Errorf("head 1, dimension 0: %v, want the mean of (x-1)*2 = -1.5", p[w])
+	}
+	if p := a.Pool(nil); len(p) != 2*w || p[0] != 0 {
+		t.Errorf("no tokens: %v", p)
+	}
+
+	m := testModels(0)
+	m.Definition.Attention = &Attention{Layers: []int{3, 6}, Heads: 1, Mean: make([]float32, 8), Scale: make([]float32, 8), Query: make([]float32, 8)}
+	m.Definition.Weights = append(m.Definition.Weights, make([]float32, 8)...)
+	if err := m.validate(); err != nil {
+		t.Fatalf("valid attention: %v", err)
+	}
+	for name, bad := range map[string]func(a *Attention){
+		"layer 7":  func(a *Attention) { a.Layers = []int{7} },
+		"query":    func(a *Attention) { a.Query = a.Query[1:] },
+		"heads":    func(a *Attention) { a.Heads = 0 },
+		"width":    func(a *Attention) { a.Layers = []int{1, 2, 3} },
+		"scale":    func(a *Attention) { a.Scale = nil },
+		"no layer": func(a *Attention) { a.Layers = nil },
+	} {
+		c := *m.Definition.Attention
+		bad(&c)
+		mm := *m
+		dm := *m.Definition
+		dm.Attention = &c
+		mm.Definition = &dm
+		if err := mm.validate(); err == nil || !strings.Contains(err.Error(), "attention") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	mm := *m
+	dm := *m.Definition
+	dm.Weights = dm.Weights[:len(dm.Weights)-1]
+	mm.Definition = &dm
+	if err := mm.validate(); err == nil || !strings.Contains(err.Error(), "weights") {
+		t.Errorf("weights too few for the pooled vectors: %v", err)
+	}
+	if _, err := NewDetectorWith(Config{}, Options{Embedder: embed.NewHashing(384), Models: m}); err == nil || !strings.Contains(err.Error(), "token vectors") {
+		t.Errorf("an embedder without token vectors: %v", err)
 	}
 }

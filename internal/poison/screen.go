@@ -181,7 +181,7 @@ func screen(gate *LinearModel, bits int, text string) screenResult {
 			continue
 		}
 		buf = appendGrams(buf[:0], low[s.start:s.end], bits)
-		if sc := gate.Score(nil, nil, buf); sc >= gate.Threshold {
+		if sc := gate.Score(nil, nil, nil, buf); sc >= gate.Threshold {
 			r.suspicious = append(r.suspicious, i)
 			r.scores = append(r.scores, sc)
 		}
