@@ -195,3 +195,59 @@ func insert(text, inj string) string {
 	k := len(lines) / 2
 	return strings.Join(lines[:k], "\n") + "\n" + inj + "\n" + strings.Join(lines[k:], "\n")
 }
+
+// BenchmarkScanDefinitionClassifier measures definition scans (never
+// cached: each description is distinct) with the committed classifier on
+// MiniLM: "attention" as shipped, "views_only" the same weights without the
+// attention poolings (so the token vectors are neither copied nor pooled),
+// for the cost of the heads.
+//
+//	go test -run '^$' -bench ScanDefinitionClassifier -benchtime 200x ./internal/poison
+func BenchmarkScanDefinitionClassifier(b *testing.B) {
+	emb, err := DefaultEmbedder()
+	if err != nil {
+		b.Skipf("MiniLM not installed: %v", err)
+	}
+	raw, err := os.ReadFile("../../bench/poisoning/authored5_defs.jsonl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var descs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var r struct{ Text string }
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			b.Fatal(err)
+		}
+		descs = append(descs, r.Text)
+	}
+	for _, variant := range []string{"attention", "views_only"} {
+		b.Run(variant, func(b *testing.B) {
+			m, err := BuiltinModels()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if a := m.Definition.Attention; variant == "views_only" && a != nil {
+				dm := *m.Definition
+				dm.Weights, dm.Attention = dm.Weights[:len(dm.Weights)-a.Heads*a.Width()], nil
+				m.Definition = &dm
+			}
+			d, err := NewDetectorWith(Config{}, Options{Embedder: emb, Models: m})
+			if err != nil {
+				b.Fatal(err)
+			}
+			times := make([]time.Duration, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				// A distinct text each time, so nothing is cached.
+				text := fmt.Sprintf("%s (v%d)", descs[i%len(descs)], i)
+				start := time.Now()
+				d.ScanDefinition("tool", text, nil)
+				times[i] = time.Since(start)
+			}
+			b.StopTimer()
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(times[len(times)*9/10].Microseconds()), "p90-µs")
+		})
+	}
+}
