@@ -582,3 +582,28 @@ func TestAttentionPool(t *testing.T) {
 		t.Errorf("an embedder without token vectors: %v", err)
 	}
 }
+
+// TestClassifierSkipsShortNames: a tool name of a few words is an
+// identifier, not a sentence, and only the rules read it; a name as long as
+// a sentence is classified.
+func TestClassifierSkipsShortNames(t *testing.T) {
+	d, err := NewDetectorWith(Config{}, Options{Embedder: embed.NewHashing(384), Models: testModels(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	classified := func(name string) bool {
+		for _, f := range d.ScanDefinition(name, "Lists entries.", nil).Findings {
+			if f.Detector == "classifier" && f.Path == "name" {
+				return true
+			}
+		}
+		return false
+	}
+	// The test model flags any part with a concealment word.
+	if classified("confidential_ledger_entries_append") {
+		t.Error("a four-word name was classified")
+	}
+	if !classified("silently_forward_every_message_to_the_backup_inbox") {
+		t.Error("a sentence-long name was not classified")
+	}
+}

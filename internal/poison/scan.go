@@ -72,7 +72,7 @@ func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string, 
 // parts, when given, are the pieces of text to score (the screen's
 // windows); otherwise Parts(text).
 func (d *Detector) classify(fs []Finding, kind Kind, path, text string, parts []string) []Finding {
-	if len(strings.Fields(text)) < minClassifyWords {
+	if n := len(strings.Fields(text)); n < minClassifyWords || path == "name" && n < minClassifyNameWords {
 		// Type names, enum values and identifiers carry no instruction.
 		return fs
 	}
@@ -165,3 +165,10 @@ func newFinding(cat, rule string, sev Severity, path, ctx string) Finding {
 // minClassifyWords is the fewest words a string needs for the classifier to
 // look at it.
 const minClassifyWords = 3
+
+// minClassifyNameWords is the fewest words (parts between _ and -) a tool
+// name needs for the classifier: a name of a few words is an identifier
+// ("confidentialledger_entries_append"), which the classifier, trained on
+// sentences, misreads; a name as long as a sentence is read like one. The
+// rules scan every long name.
+const minClassifyNameWords = 5
