@@ -165,20 +165,23 @@ func (s *tokenStore) save() {
 		return
 	}
 	_ = os.MkdirAll(filepath.Dir(s.path), 0o755)
-	tmp := s.path + ".tmp"
-	f, err := os.Create(tmp)
+	// A temporary file of its own: two bench runs may save at once.
+	f, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".*.tmp")
 	if err != nil {
 		return
 	}
+	tmp := f.Name()
 	w := bufio.NewWriterSize(f, 1<<20)
 	for k, row := range s.rows {
 		w.Write(k[:])
 		binary.Write(w, binary.LittleEndian, uint32(len(row)))
 		binary.Write(w, binary.LittleEndian, row)
 	}
-	if w.Flush() == nil && f.Close() == nil {
+	werr := w.Flush()
+	if cerr := f.Close(); werr == nil && cerr == nil {
 		_ = os.Rename(tmp, s.path)
 	}
+	_ = os.Remove(tmp)
 }
 
 // attention is a set of learned poolings over standardised token vectors:
@@ -451,6 +454,10 @@ var (
 	attnFrom     int
 	attnL2Factor = 10.0
 )
+
+// attnOutputs gives the output model the heads too (flag -attn-outputs;
+// an experiment: they lost on the output folds).
+var attnOutputs bool
 
 // attnScalar passes each head's stage-one readout to the classifier
 // instead of its pooled vector (flag -attn-scalar).

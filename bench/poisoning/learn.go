@@ -954,6 +954,14 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	if l.outF, err = featurize(emb, outs, dropFeatures, nil); err != nil {
 		return nil, err
 	}
+	if attnHeads > 0 && attnOutputs {
+		tokens := newTokenStore(emb.m)
+		err := tokens.attach(l.outF, outs)
+		tokens.save()
+		if err != nil {
+			return nil, err
+		}
+	}
 	l.gate = gateFeaturize(outs)
 	goNeg, err := goSourceNegatives()
 	if err != nil {

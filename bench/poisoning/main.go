@@ -107,6 +107,7 @@ func main() {
 	flag.IntVar(&attnEpochs, "attn-epochs", attnEpochs, "epochs of the attention's first stage")
 	flag.BoolVar(&attnScalar, "attn-scalar", false, "pass each attention head's first-stage readout, not its pooled vector, to the classifier")
 	flag.Float64Var(&attnL2Factor, "attn-l2-factor", attnL2Factor, "how many times the classifier's L2 penalty weighs the attention features")
+	flag.BoolVar(&attnOutputs, "attn-outputs", false, "give the output model the attention heads too (experiment)")
 	attnLOSO := flag.Bool("attn-loso", false, "leave-one-source-out of the classifier alone, scored in the bench (to compare -attn settings)")
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
