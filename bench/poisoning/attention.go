@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -107,33 +106,22 @@ func unbf16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 // get returns the token rows of each text, computing the missing ones.
 func (s *tokenStore) get(texts []string) ([][]uint16, error) {
-	out := make([][]uint16, len(texts))
-	var miss []string
-	var idx []int
-	for i, t := range texts {
-		if r, ok := s.rows[sha256.Sum256([]byte(t))]; ok {
-			out[i] = r
-		} else {
-			miss, idx = append(miss, t), append(idx, i)
-		}
-	}
-	for lo := 0; lo < len(miss); lo += 64 {
-		hi := min(lo+64, len(miss))
-		_, toks, err := s.m.Encode(context.Background(), miss[lo:hi], embed.PoolMean, attnLayers...)
+	out, added, err := cached(s.rows, texts, func(miss []string) ([][]uint16, error) {
+		_, toks, err := s.m.Encode(context.Background(), miss, embed.PoolMean, attnLayers...)
 		if err != nil {
 			return nil, err
 		}
+		rows := make([][]uint16, len(toks))
 		for j, t := range toks {
-			r := make([]uint16, len(t))
+			rows[j] = make([]uint16, len(t))
 			for k, v := range t {
-				r[k] = bf16(v)
+				rows[j][k] = bf16(v)
 			}
-			out[idx[lo+j]] = r
-			s.rows[sha256.Sum256([]byte(miss[lo+j]))] = r
-			s.dirty = true
 		}
-	}
-	return out, nil
+		return rows, nil
+	})
+	s.dirty = s.dirty || added
+	return out, err
 }
 
 func (s *tokenStore) load() {

@@ -128,30 +128,40 @@ func newCachedEmbedder() (*cachedEmbedder, error) {
 }
 
 func (c *cachedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	out := make([][]float32, len(texts))
+	out, added, err := cached(c.vecs, texts, func(miss []string) ([][]float32, error) {
+		return c.Embedder.Embed(ctx, miss)
+	})
+	c.dirty = c.dirty || added
+	return out, err
+}
+
+// cached returns the value of each text from m (keyed by SHA-256),
+// computing the missing ones in batches of 64 and adding them to m;
+// added says whether it did.
+func cached[V any](m map[[32]byte]V, texts []string, compute func([]string) ([]V, error)) (out []V, added bool, err error) {
+	out = make([]V, len(texts))
 	var miss []string
 	var idx []int
 	for i, t := range texts {
-		if v, ok := c.vecs[sha256.Sum256([]byte(t))]; ok {
+		if v, ok := m[sha256.Sum256([]byte(t))]; ok {
 			out[i] = v
 		} else {
-			miss = append(miss, t)
-			idx = append(idx, i)
+			miss, idx = append(miss, t), append(idx, i)
 		}
 	}
 	for lo := 0; lo < len(miss); lo += 64 {
 		hi := min(lo+64, len(miss))
-		vs, err := c.Embedder.Embed(ctx, miss[lo:hi])
+		vs, err := compute(miss[lo:hi])
 		if err != nil {
-			return nil, err
+			return nil, added, err
 		}
 		for j, v := range vs {
 			out[idx[lo+j]] = v
-			c.vecs[sha256.Sum256([]byte(miss[lo+j]))] = v
-			c.dirty = true
+			m[sha256.Sum256([]byte(miss[lo+j]))] = v
+			added = true
 		}
 	}
-	return out, nil
+	return out, added, nil
 }
 
 // EmbedTokens gives the classifier token vectors for attention (not
@@ -941,22 +951,17 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	if l.defF, err = featurize(emb, defs, slices.Concat(dropFeatures, outputOnlyFeatures), outputOnlyViews); err != nil {
 		return nil, err
 	}
-	if attnHeads > 0 {
-		// Definitions only: on the output folds the heads cost recall and
-		// false positives (bench/poisoning/DATA.md).
-		tokens := newTokenStore(emb.m)
-		err := tokens.attach(l.defF, defs)
-		tokens.save()
-		if err != nil {
-			return nil, err
-		}
-	}
 	if l.outF, err = featurize(emb, outs, dropFeatures, nil); err != nil {
 		return nil, err
 	}
-	if attnHeads > 0 && attnOutputs {
+	if attnHeads > 0 {
+		// Definitions only, unless -attn-outputs: on the output folds the
+		// heads cost recall and false positives (bench/poisoning/DATA.md).
 		tokens := newTokenStore(emb.m)
-		err := tokens.attach(l.outF, outs)
+		err := tokens.attach(l.defF, defs)
+		if err == nil && attnOutputs {
+			err = tokens.attach(l.outF, outs)
+		}
 		tokens.save()
 		if err != nil {
 			return nil, err

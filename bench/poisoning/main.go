@@ -91,8 +91,8 @@ func main() {
 		pooling, err = embed.ParsePooling(v)
 		return err
 	})
-	flag.IntVar(&attnHeads, "attn", attnHeads, "learned attention poolings over the token vectors of layers 3 and 6 (0: none)")
-	flag.Func("attn-layers", "the layers (1-based, comma-separated) whose token vectors -attn pools (default 3,6)", func(v string) error {
+	flag.IntVar(&attnHeads, "attn", attnHeads, "learned attention poolings over the token vectors of the -attn-layers, in the definition model (0: none; default: the committed weights')")
+	flag.Func("attn-layers", "the layers (1-based, comma-separated) whose token vectors -attn pools (default: the committed weights', else 3)", func(v string) error {
 		attnLayers = nil
 		for _, f := range strings.Split(v, ",") {
 			n, err := strconv.Atoi(f)
