@@ -263,22 +263,8 @@ var (
 // that reads only the pooled vectors: z = b + Σ_k v_k·pool_k. Token rows
 // are dim wide.
 func fitAttention(ins []instance, ys []bool, dim int) *attention {
-	a := &attention{heads: attnHeads, dim: dim, mu: make([]float64, dim), sd: make([]float64, dim), q: make([]float64, attnHeads*dim), v: make([]float64, attnHeads*dim)}
-	var n float64
-	for _, in := range ins {
-		for t := 0; t+dim <= len(in.tok); t += dim {
-			for j := range dim {
-				v := float64(unbf16(in.tok[t+j]))
-				a.mu[j] += v
-				a.sd[j] += v * v
-			}
-			n++
-		}
-	}
-	for j := range dim {
-		a.mu[j] /= max(n, 1)
-		a.sd[j] = math.Sqrt(max(a.sd[j]/max(n, 1)-a.mu[j]*a.mu[j], 0)) + 1e-3
-	}
+	a := &attention{heads: attnHeads, dim: dim, q: make([]float64, attnHeads*dim), v: make([]float64, attnHeads*dim)}
+	a.mu, a.sd = tokenMoments(ins, dim)
 	// Small random queries break the heads' symmetry; zero queries would
 	// start every head as the plain mean.
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -286,17 +272,7 @@ func fitAttention(ins []instance, ys []bool, dim int) *attention {
 		a.q[i] = rng.NormFloat64() * 0.01
 		a.v[i] = rng.NormFloat64() * 0.01
 	}
-	var npos, nneg float64
-	for _, y := range ys {
-		if y {
-			npos++
-		} else {
-			nneg++
-		}
-	}
-	// Class weights as in fitLogistic, scaled so a mini-batch's mean
-	// gradient has the size of an unweighted one.
-	wpos, wneg := posWeight/max(npos, 1)*float64(len(ys)), (1-posWeight)/max(nneg, 1)*float64(len(ys))
+	wpos, wneg := classWeights(ys)
 	P := 2*len(a.q) + 1
 	m1, m2, g := make([]float64, P), make([]float64, P), make([]float64, P)
 	order := make([]int, len(ins))
@@ -400,21 +376,8 @@ func (a *attention) grad(tok []uint16, y bool, wt float64, g []float64) {
 	g[len(g)-1] += e
 }
 
-// extend returns f with the pooled vectors of a appended to the features of
-// the documents in idx (the others are left out).
 func (a *attention) extend(f *featurized, idx []int) *featurized {
-	g := &featurized{parts: make([][]instance, len(f.parts)), attack: make([][]instance, len(f.attack)), whole: f.whole, tokens: f.tokens}
-	ext := func(ins []instance) []instance {
-		out := make([]instance, len(ins))
-		for i, in := range ins {
-			out[i] = a.extendOne(in)
-		}
-		return out
-	}
-	for _, i := range idx {
-		g.parts[i], g.attack[i] = ext(f.parts[i]), ext(f.attack[i])
-	}
-	return g
+	return extendWith(a, f, idx)
 }
 
 func (a *attention) extendOne(in instance) instance {

@@ -158,3 +158,77 @@ func TestAttentionExport(t *testing.T) {
 		}
 	}
 }
+
+// TestConvGrad compares conv.grad with finite differences of the loss for
+// filters, filter biases, readouts and bias, on a part longer than the
+// window and on one shorter (the padded window).
+func TestConvGrad(t *testing.T) {
+	const dim = 5
+	rng := rand.New(rand.NewPCG(5, 6))
+	c := &conv{filters: 3, width: 3, dim: dim, mu: make([]float64, dim), sd: make([]float64, dim), w: make([]float32, 3*3*dim), c: []float64{0.3, 0.2, 0.4}, v: make([]float64, 3), b: -0.1}
+	for j := range dim {
+		c.mu[j], c.sd[j] = 0.1, 1.2
+	}
+	for i := range c.w {
+		c.w[i] = float32(rng.NormFloat64())
+	}
+	for k := range c.v {
+		c.v[k] = rng.NormFloat64()
+	}
+	for _, tokens := range []int{6, 2} {
+		tok := make([]uint16, tokens*dim)
+		for i := range tok {
+			tok[i] = bf16(float32(rng.NormFloat64()))
+		}
+		h := c.standardized(tok)
+		for _, y := range []bool{false, true} {
+			const wt = 0.7
+			loss := func() float64 {
+				act, _ := c.forward(h)
+				z := c.b
+				for k, a := range act {
+					z += c.v[k] * a
+				}
+				p := 1 / (1 + math.Exp(-z))
+				if y {
+					return -wt * math.Log(p)
+				}
+				return -wt * math.Log(1-p)
+			}
+			g := make([]float64, len(c.w)+2*c.filters+1)
+			c.grad(h, y, wt, g)
+			nw := len(c.w)
+			for j := range g {
+				const eps = 1e-3
+				var num float64
+				switch {
+				case j < nw:
+					old := c.w[j]
+					c.w[j] = old + eps
+					up := loss()
+					c.w[j] = old - eps
+					down := loss()
+					c.w[j] = old
+					num = (up - down) / (2 * eps)
+				default:
+					p := &c.b
+					if j < nw+c.filters {
+						p = &c.c[j-nw]
+					} else if j < nw+2*c.filters {
+						p = &c.v[j-nw-c.filters]
+					}
+					old := *p
+					*p = old + eps
+					up := loss()
+					*p = old - eps
+					down := loss()
+					*p = old
+					num = (up - down) / (2 * eps)
+				}
+				if math.Abs(num-g[j]) > 1e-3+1e-2*math.Abs(num) {
+					t.Errorf("%d tokens, y=%v, parameter %d: grad %g, finite difference %g", tokens, y, j, g[j], num)
+				}
+			}
+		}
+	}
+}

@@ -286,7 +286,7 @@ type logistic struct {
 	// The MLP: hidden weights (unit after unit, each len(x) long), hidden
 	// biases and output weights, with the standardisation folded in.
 	hw, hb, ho []float64
-	att        *attention // pooled vectors appended to the features (-attn)
+	att        tokenPooler // token features appended to the features (-attn, -conv)
 }
 
 func (m *logistic) score(in instance) float64 {
@@ -649,12 +649,19 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 		}
 	}
 	first()
-	var att *attention
+	var att tokenPooler
 	if f.tokens > 0 {
-		att = fitAttention(xs, ys, f.tokens)
+		if convFilters > 0 {
+			c := fitConv(xs, ys, f.tokens)
+			att = c
+			f = c.extend(f, idx)
+		} else {
+			a := fitAttention(xs, ys, f.tokens)
+			att = a
+			f = a.extend(f, idx)
+		}
 		attnFrom = len(xs[0].x)
 		defer func() { attnFrom = 0 }()
-		f = att.extend(f, idx)
 		first()
 	}
 	m := fit(xs, ys)
@@ -920,7 +927,7 @@ func (m *logistic) export(th float64) *poison.LinearModel {
 			lm.Weights = []float32{}
 		}
 	}
-	if a := m.att; a != nil {
+	if a, ok := m.att.(*attention); ok {
 		pa := &poison.Attention{Layers: attnLayers, Heads: a.heads, Mean: make([]float32, a.dim), Scale: make([]float32, a.dim), Query: make([]float32, len(a.q))}
 		for j := range a.dim {
 			pa.Mean[j], pa.Scale[j] = float32(a.mu[j]), float32(1/a.sd[j])
@@ -954,7 +961,7 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	if l.outF, err = featurize(emb, outs, dropFeatures, nil); err != nil {
 		return nil, err
 	}
-	if attnHeads > 0 {
+	if attnHeads > 0 || convFilters > 0 {
 		// Definitions only, unless -attn-outputs: on the output folds the
 		// heads cost recall and false positives (bench/poisoning/DATA.md).
 		tokens := newTokenStore(emb.m)

@@ -108,9 +108,18 @@ func main() {
 	flag.BoolVar(&attnScalar, "attn-scalar", false, "pass each attention head's first-stage readout, not its pooled vector, to the classifier")
 	flag.Float64Var(&attnL2Factor, "attn-l2-factor", attnL2Factor, "how many times the classifier's L2 penalty weighs the attention features")
 	flag.BoolVar(&attnOutputs, "attn-outputs", false, "give the output model the attention heads too (experiment)")
+	flag.IntVar(&convFilters, "conv", convFilters, "with -attn-loso: learned n-gram filters over the token vectors of the -attn-layers in the definition model, instead of -attn (an experiment: it lost to -attn; 0: none)")
+	flag.IntVar(&convWidth, "conv-width", convWidth, "tokens per -conv window")
+	flag.Float64Var(&convL2, "conv-l2", convL2, "L2 penalty of the -conv filters and readouts")
+	flag.IntVar(&convEpochs, "conv-epochs", convEpochs, "epochs of the -conv first stage")
 	attnLOSO := flag.Bool("attn-loso", false, "leave-one-source-out of the classifier alone, scored in the bench (to compare -attn settings)")
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
+	if convFilters > 0 && !*attnLOSO {
+		// The runtime has no convolution: weights trained with it would
+		// not load, and only -attn-loso scores it in the bench.
+		log.Fatal("-conv is an experiment for -attn-loso only")
+	}
 	if mlpUnits < 1 || mlpBatch < 1 || mlpEpochs < 1 {
 		log.Fatalf("-mlp-units, -mlp-batch and -mlp-epochs must be positive (have %d, %d, %d)", mlpUnits, mlpBatch, mlpEpochs)
 	}
