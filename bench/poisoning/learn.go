@@ -38,7 +38,11 @@ func defDocs(dev, authored []row) []doc {
 	var out []doc
 	for _, set := range [][]row{dev, authored} {
 		for _, r := range set {
-			out = append(out, doc{id: r.ID, text: r.Text, source: r.Source, category: r.Category, malicious: r.Label == "malicious", group: r.ID})
+			g := r.Pair
+			if g == "" {
+				g = r.ID
+			}
+			out = append(out, doc{id: r.ID, text: r.Text, source: r.Source, category: r.Category, malicious: r.Label == "malicious", group: g})
 		}
 	}
 	return out

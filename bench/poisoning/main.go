@@ -38,6 +38,9 @@ type row struct {
 	ContextID  string `json:"context_id"`
 	AttackText string `json:"attack_text"`
 	Role       string `json:"role"`
+	// Pair names the minimal pair a row belongs to (authored12): the two
+	// rows of a pair share a fold, or each would leak the other's words.
+	Pair string `json:"pair"`
 }
 
 func main() {
@@ -112,6 +115,10 @@ func main() {
 	flag.IntVar(&convWidth, "conv-width", convWidth, "tokens per -conv window")
 	flag.Float64Var(&convL2, "conv-l2", convL2, "L2 penalty of the -conv filters and readouts")
 	flag.IntVar(&convEpochs, "conv-epochs", convEpochs, "epochs of the -conv first stage")
+	flag.Func("batches", "the authored batches in training, comma-separated (default: "+strings.Join(trainingBatches, ",")+")", func(v string) error {
+		trainingBatches = strings.Split(v, ",")
+		return nil
+	})
 	attnLOSO := flag.Bool("attn-loso", false, "leave-one-source-out of the classifier alone, scored in the bench (to compare -attn settings)")
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
@@ -154,7 +161,10 @@ func main() {
 	var authOuts []doc // composed
 	for _, b := range trainingBatches {
 		authDefs = append(authDefs, mustLoad(filepath.Join(here, b+"_defs.jsonl"))...)
-		authOuts = append(authOuts, compose(mustLoad(filepath.Join(here, b+"_outputs.jsonl")), b)...)
+		// A batch may hold definitions only (authored12).
+		if outs := filepath.Join(here, b+"_outputs.jsonl"); fileExists(outs) {
+			authOuts = append(authOuts, compose(mustLoad(outs), b)...)
+		}
 	}
 	catalog := filepath.Join(filepath.Dir(*data), "retrieval", "tools.jsonl")
 	tools, err := loadTools(catalog)
