@@ -119,6 +119,12 @@ func main() {
 		trainingBatches = strings.Split(v, ",")
 		return nil
 	})
+	flag.Func("aux", "comma-separated training sources whose rows do not count in the thresholds' FPR, next to godoc", func(v string) error {
+		for _, src := range strings.Split(v, ",") {
+			auxNegative[src] = true
+		}
+		return nil
+	})
 	attnLOSO := flag.Bool("attn-loso", false, "leave-one-source-out of the classifier alone, scored in the bench (to compare -attn settings)")
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
