@@ -851,6 +851,11 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int, target float64) (*lo
 			c := bySrc[src]
 			fmt.Printf("  out of fold at threshold %.3f, %-38s recall %s (%d of %d)  FPR %s (%d of %d)\n", th, src, ratio(c[0], c[0]+c[1]), c[0], c[0]+c[1], ratio(c[2], c[2]+c[3]), c[2], c[2]+c[3])
 		}
+		if won, n := pairOrder(docs, idx, oof); n > 0 {
+			// Threshold-free: a model that reads intent ranks each attack
+			// above its benign twin; one that reads the register, half.
+			fmt.Printf("  out of fold, minimal pairs: the attack scores above its benign twin in %d of %d (%s)\n", won, n, ratio(won, n))
+		}
 	}
 	return train(f, docs, idx), th
 }
@@ -895,6 +900,30 @@ var calibrateReal bool
 // auxNegative are sources of extra benign training text that do not count
 // in the threshold's clean-document FPR.
 var auxNegative = map[string]bool{"godoc": true}
+
+// pairOrder counts, among the documents idx that form minimal pairs (a
+// group of one malicious and one benign document), those whose malicious
+// document scores above its twin.
+func pairOrder(docs []doc, idx []int, score map[int]float64) (won, n int) {
+	byGroup := map[string][]int{}
+	for _, i := range idx {
+		byGroup[docs[i].group] = append(byGroup[docs[i].group], i)
+	}
+	for _, g := range byGroup {
+		if len(g) != 2 || docs[g[0]].malicious == docs[g[1]].malicious {
+			continue
+		}
+		m, b := g[0], g[1]
+		if docs[b].malicious {
+			m, b = b, m
+		}
+		n++
+		if score[m] > score[b] {
+			won++
+		}
+	}
+	return won, n
+}
 
 // printOOF prints the out-of-fold figures per source when training the
 // shipped weights.

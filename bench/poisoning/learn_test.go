@@ -154,3 +154,24 @@ func TestFeaturizeDropsViews(t *testing.T) {
 		t.Error("featurize accepted an embedder whose dimensions are not three views")
 	}
 }
+
+// TestPairOrder counts only groups of one attack and one benign twin, and
+// a tie as a loss.
+func TestPairOrder(t *testing.T) {
+	docs := []doc{
+		{group: "p1", malicious: true}, {group: "p1"}, // won
+		{group: "p2", malicious: true}, {group: "p2"}, // lost
+		{group: "p3", malicious: true}, {group: "p3"}, // tie
+		{group: "solo", malicious: true}, // not a pair
+		{group: "two-bad", malicious: true}, {group: "two-bad", malicious: true}, // not a pair
+	}
+	score := map[int]float64{0: 0.9, 1: 0.2, 2: 0.1, 3: 0.8, 4: 0.5, 5: 0.5, 6: 1, 7: 1, 8: 0}
+	idx := []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
+	if won, n := pairOrder(docs, idx, score); won != 1 || n != 3 {
+		t.Errorf("pairOrder = %d of %d, want 1 of 3", won, n)
+	}
+	// A pair split by idx is not a pair.
+	if won, n := pairOrder(docs, []int{0, 2, 3}, score); won != 0 || n != 1 {
+		t.Errorf("pairOrder over a subset = %d of %d, want 0 of 1", won, n)
+	}
+}
