@@ -162,7 +162,7 @@ func TestPairOrder(t *testing.T) {
 		{group: "p1", malicious: true}, {group: "p1"}, // won
 		{group: "p2", malicious: true}, {group: "p2"}, // lost
 		{group: "p3", malicious: true}, {group: "p3"}, // tie
-		{group: "solo", malicious: true}, // not a pair
+		{group: "solo", malicious: true},                                         // not a pair
 		{group: "two-bad", malicious: true}, {group: "two-bad", malicious: true}, // not a pair
 	}
 	score := map[int]float64{0: 0.9, 1: 0.2, 2: 0.1, 3: 0.8, 4: 0.5, 5: 0.5, 6: 1, 7: 1, 8: 0}
