@@ -184,16 +184,7 @@ type attention struct {
 
 // standardized decodes a part's token rows, standardised.
 func (a *attention) standardized(tok []uint16) [][]float64 {
-	n := len(tok) / a.dim
-	h := make([][]float64, n)
-	for t := range n {
-		row := make([]float64, a.dim)
-		for j := range row {
-			row[j] = (float64(unbf16(tok[t*a.dim+j])) - a.mu[j]) / a.sd[j]
-		}
-		h[t] = row
-	}
-	return h
+	return standardRows[float64](tok, a.mu, a.sd)
 }
 
 // weights is head k's softmax over the tokens h.

@@ -33,12 +33,18 @@ type conv struct {
 
 // standardized decodes a part's token rows, standardised, as float32.
 func (c *conv) standardized(tok []uint16) [][]float32 {
-	n := len(tok) / c.dim
-	h := make([][]float32, n)
-	for t := range n {
-		row := make([]float32, c.dim)
+	return standardRows[float32](tok, c.mu, c.sd)
+}
+
+// standardRows decodes bfloat16 token rows of len(mu) values each and
+// standardises them with mu and sd (computed in float64, stored as T).
+func standardRows[T float32 | float64](tok []uint16, mu, sd []float64) [][]T {
+	dim := len(mu)
+	h := make([][]T, len(tok)/dim)
+	for t := range h {
+		row := make([]T, dim)
 		for j := range row {
-			row[j] = float32((float64(unbf16(tok[t*c.dim+j])) - c.mu[j]) / c.sd[j])
+			row[j] = T((float64(unbf16(tok[t*dim+j])) - mu[j]) / sd[j])
 		}
 		h[t] = row
 	}
@@ -245,10 +251,8 @@ func tokenMoments(ins []instance, dim int) (mu, sd []float64) {
 	return mu, sd
 }
 
-// classWeights are fitLogistic's class weights, scaled so that a
-// mini-batch's mean gradient has the size of an unweighted one.
-func classWeights(ys []bool) (wpos, wneg float64) {
-	var npos, nneg float64
+// classCounts counts the positive and negative labels.
+func classCounts(ys []bool) (npos, nneg float64) {
 	for _, y := range ys {
 		if y {
 			npos++
@@ -256,6 +260,13 @@ func classWeights(ys []bool) (wpos, wneg float64) {
 			nneg++
 		}
 	}
+	return npos, nneg
+}
+
+// classWeights are fitLogistic's class weights, scaled so that a
+// mini-batch's mean gradient has the size of an unweighted one.
+func classWeights(ys []bool) (wpos, wneg float64) {
+	npos, nneg := classCounts(ys)
 	return posWeight / max(npos, 1) * float64(len(ys)), (1 - posWeight) / max(nneg, 1) * float64(len(ys))
 }
 

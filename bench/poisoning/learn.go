@@ -369,14 +369,7 @@ func average(lr, mlp *logistic) *logistic {
 func fitMLP(ins []instance, ys []bool) *logistic {
 	xs, mu, sd := standardize(ins)
 	dim, nh, units, n := len(mu), 1<<hashBits, mlpUnits, len(xs)
-	var npos, nneg float64
-	for _, y := range ys {
-		if y {
-			npos++
-		} else {
-			nneg++
-		}
-	}
+	npos, nneg := classCounts(ys)
 	wpos, wneg := posWeight/max(npos, 1), (1-posWeight)/max(nneg, 1)
 	// Parameters: hidden weights, hidden biases, output weights, hashed
 	// weights, the output bias.
@@ -543,14 +536,7 @@ func fitLogistic(ins []instance, ys []bool) *logistic {
 			xs[i][j] = (float64(v) - mu[j]) / sd[j]
 		}
 	}
-	var npos, nneg float64
-	for _, y := range ys {
-		if y {
-			npos++
-		} else {
-			nneg++
-		}
-	}
+	npos, nneg := classCounts(ys)
 	wpos, wneg := posWeight/max(npos, 1), (1-posWeight)/max(nneg, 1)
 	const (
 		lr     = 0.02
