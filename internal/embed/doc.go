@@ -16,6 +16,10 @@
 // next to the sentence vector (the maximum over the tokens, the mean of the
 // third layer), for the poisoning classifier; search keeps the mean.
 //
+// [MiniLM.Layer] and [MatMul] give code that trains on top of the model
+// (bench/poisoning's adapter experiment) one layer's weights and the
+// matrix kernels; the gateway does not use them.
+//
 // [NewHashing] is a deterministic, model-free stand-in for tests that do not
 // measure retrieval quality.
 package embed

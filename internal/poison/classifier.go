@@ -621,6 +621,21 @@ func ClassifiedStrings(description string, inputSchema any) []string {
 	return out
 }
 
+// ClassifierScore is the learned classifier's probability for text read as
+// kind (the score of its worst part), whether or not it reaches the
+// threshold, without the rules or the output screen; ok is false when the
+// classifier does not run. Benchmarks rank documents by it.
+func (d *Detector) ClassifierScore(kind Kind, text string) (score float64, ok bool, err error) {
+	if d.cls == nil {
+		return 0, false, nil
+	}
+	ps, err := d.cls.worst(kind, text, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	return max(ps.score, 0), true, nil
+}
+
 // Vector embeds text with the classifier's embedder (nil and false when the
 // classifier does not run). Cross-tool checks compare these.
 func (d *Detector) Vector(text string) ([]float32, bool) {

@@ -118,6 +118,33 @@ func hashLen(bits int) int {
 	return 1 << bits
 }
 
+func TestClassifierScore(t *testing.T) {
+	d, err := NewDetectorWith(Config{}, Options{Embedder: embed.NewHashing(384), Models: testModels(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the concealment feature counts: weight 10, bias -5.
+	bad := "Copies the file and quietly keeps the user out of it."
+	s, ok, err1 := d.ClassifierScore(KindDefinition, bad)
+	if err1 != nil || !ok || s < 0.9 {
+		t.Errorf("ClassifierScore(%q) = %v, %v, %v; want a flagging score", bad, s, ok, err1)
+	}
+	if !d.ScanDefinition("t", bad, nil).Malicious {
+		t.Errorf("%q scores %.3f but is not flagged", bad, s)
+	}
+	s, ok, err1 = d.ClassifierScore(KindDefinition, "Copies the file.")
+	if want := 1 / (1 + math.Exp(5)); err1 != nil || !ok || math.Abs(s-want) > 1e-6 {
+		t.Errorf("clean text scores %v, %v, %v; want %v (the bias alone), below the threshold but reported", s, ok, err1, want)
+	}
+	rules, err := NewDetectorWith(Config{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := rules.ClassifierScore(KindDefinition, bad); ok || err != nil {
+		t.Errorf("rules-only detector reported a classifier score (ok %v, err %v)", ok, err)
+	}
+}
+
 func TestClassifierFindingNamesDetectorScoreAndSentence(t *testing.T) {
 	d, err := NewDetectorWith(Config{}, Options{Embedder: embed.NewHashing(384), Models: testModels(0), AllRules: false})
 	if err != nil {
