@@ -424,18 +424,36 @@ func losoClassifier(l *learned, verbose bool) {
 				}
 			}
 			start := time.Now()
+			if tuneRank > 0 && tuneShared {
+				sharedTune = train(f, docs, idx).att.(*tuned)
+			}
 			m, th := fitWithThreshold(f, docs, idx, target)
+			sharedTune = nil
 			var c counts
+			var held []int
+			score := map[int]float64{}
 			for i, d := range docs {
 				if d.source == src {
-					hit := docScore(m, f, i) >= th
+					held = append(held, i)
+					score[i] = docScore(m, f, i)
+					hit := score[i] >= th
 					c.add(d.malicious, hit)
 					if verbose && hit != d.malicious {
 						fmt.Printf("  %s %s %q\n", map[bool]string{true: "MISS", false: "FALSE POSITIVE"}[d.malicious], d.id, clip(d.text, 150))
 					}
 				}
 			}
-			fmt.Println(fmtCounts(kind+": "+src, c, th), time.Since(start).Round(time.Second))
+			note := ""
+			if tuneRank > 0 && tuneShared {
+				note = " (-tune-shared: the threshold is chosen on texts the adapters learned from, and comes out low)"
+			}
+			fmt.Println(fmtCounts(kind+": "+src, c, th), time.Since(start).Round(time.Second), note)
+			if auc, rec, ok := separation(docs, held, score, 0.02); ok {
+				fmt.Printf("  threshold-free: AUC %.3f; recall %.3f at the source's own 2%% FPR\n", auc, rec)
+			}
+			if won, n := pairOrder(docs, held, score); n > 0 {
+				fmt.Printf("  minimal pairs: the attack scores above its benign twin in %d of %d\n", won, n)
+			}
 		}
 	}
 }

@@ -641,11 +641,29 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 	first()
 	var att tokenPooler
 	if f.tokens > 0 {
-		if convFilters > 0 {
+		switch {
+		case tuneRank > 0 && sharedTune != nil:
+			att = sharedTune
+			f = sharedTune.extend(f, idx)
+		case tuneRank > 0:
+			// The adapters learn from the task's texts; the thousands of
+			// parts of easy extra negatives (godoc) would double the
+			// cost and teach them little. The classifier still sees them.
+			var txs []instance
+			var tys []bool
+			for i, in := range xs {
+				if !auxNegative[docs[in.doc].source] {
+					txs, tys = append(txs, in), append(tys, ys[i])
+				}
+			}
+			t := fitTune(txs, tys, f.tokens)
+			att = t
+			f = t.extend(f, idx)
+		case convFilters > 0:
 			c := fitConv(xs, ys, f.tokens)
 			att = c
 			f = c.extend(f, idx)
-		} else {
+		default:
 			a := fitAttention(xs, ys, f.tokens)
 			att = a
 			f = a.extend(f, idx)
@@ -911,6 +929,48 @@ func pairOrder(docs []doc, idx []int, score map[int]float64) (won, n int) {
 	return won, n
 }
 
+// separation measures how well scores separate the malicious documents of
+// idx from the clean ones, without a threshold chosen elsewhere: the area
+// under the ROC curve (ties count half), and the recall at the highest
+// threshold whose FPR among these clean documents is at most fpr. It
+// compares representations; the thresholds a model ships with are chosen
+// on its training data.
+func separation(docs []doc, idx []int, score map[int]float64, fpr float64) (auc, recall float64, ok bool) {
+	var pos, neg []float64
+	for _, i := range idx {
+		if docs[i].malicious {
+			pos = append(pos, score[i])
+		} else {
+			neg = append(neg, score[i])
+		}
+	}
+	if len(pos) == 0 || len(neg) == 0 {
+		return 0, 0, false
+	}
+	var wins float64
+	for _, p := range pos {
+		for _, n := range neg {
+			switch {
+			case p > n:
+				wins++
+			case p == n:
+				wins += 0.5
+			}
+		}
+	}
+	slices.Sort(neg)
+	// Flag scores above the (allowed+1)-th highest clean score.
+	allowed := int(fpr * float64(len(neg)))
+	th := neg[len(neg)-1-allowed]
+	hits := 0
+	for _, p := range pos {
+		if p > th {
+			hits++
+		}
+	}
+	return wins / float64(len(pos)*len(neg)), float64(hits) / float64(len(pos)), true
+}
+
 // printOOF prints the out-of-fold figures per source when training the
 // shipped weights.
 var printOOF bool
@@ -980,7 +1040,17 @@ func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
 	if l.outF, err = featurize(emb, outs, dropFeatures, nil); err != nil {
 		return nil, err
 	}
-	if attnHeads > 0 || convFilters > 0 {
+	if tuneRank > 0 {
+		tuneWeights = nil
+		for l := tuneFrom(); l <= 6; l++ {
+			w, err := emb.m.Layer(l)
+			if err != nil {
+				return nil, err
+			}
+			tuneWeights = append(tuneWeights, w)
+		}
+	}
+	if attnHeads > 0 || convFilters > 0 || tuneRank > 0 {
 		// Definitions only, unless -attn-outputs: on the output folds the
 		// heads cost recall and false positives (bench/poisoning/DATA.md).
 		tokens := newTokenStore(emb.m)

@@ -175,3 +175,25 @@ func TestPairOrder(t *testing.T) {
 		t.Errorf("pairOrder over a subset = %d of %d, want 0 of 1", won, n)
 	}
 }
+
+func TestSeparation(t *testing.T) {
+	docs := []doc{{malicious: true}, {malicious: true}, {malicious: true}, {}, {}, {}, {}}
+	score := map[int]float64{0: 0.9, 1: 0.6, 2: 0.2, 3: 0.1, 4: 0.3, 5: 0.5, 6: 0.7}
+	idx := []int{0, 1, 2, 3, 4, 5, 6}
+	auc, rec, ok := separation(docs, idx, score, 0)
+	// Pairs won: 0.9 beats 4, 0.6 beats 3, 0.2 beats 1: 8 of 12.
+	if !ok || math.Abs(auc-8.0/12) > 1e-12 {
+		t.Errorf("AUC = %v (ok %v), want 8/12", auc, ok)
+	}
+	// No clean document may be flagged: only scores above 0.7.
+	if rec != 1.0/3 {
+		t.Errorf("recall at FPR 0 = %v, want 1/3", rec)
+	}
+	// One of four may be: scores above 0.5.
+	if _, rec, _ := separation(docs, idx, score, 0.25); rec != 2.0/3 {
+		t.Errorf("recall at FPR 0.25 = %v, want 2/3", rec)
+	}
+	if _, _, ok := separation(docs, []int{0, 1}, score, 0.02); ok {
+		t.Error("separation without clean documents reported a result")
+	}
+}

@@ -112,6 +112,14 @@ func main() {
 	flag.Float64Var(&attnL2Factor, "attn-l2-factor", attnL2Factor, "how many times the classifier's L2 penalty weighs the attention features")
 	flag.BoolVar(&attnOutputs, "attn-outputs", false, "give the output model the attention heads too (experiment)")
 	flag.IntVar(&convFilters, "conv", convFilters, "with -attn-loso: learned n-gram filters over the token vectors of the -attn-layers in the definition model, instead of -attn (an experiment: it lost to -attn; 0: none)")
+	flag.IntVar(&tuneRank, "tune", tuneRank, "with -attn-loso: rank of low-rank adapters on MiniLM's top -tune-layers layers, trained on the definition task through the sentence vector, which then joins the features instead of -attn (an experiment: it did not move the ranking, bench/poisoning/DATA.md; 0: none)")
+	flag.BoolVar(&tuneShared, "tune-shared", false, "fit the -tune adapters once per fold and reuse them in the fits that choose the threshold (faster; for the threshold-free figures only: the threshold comes out low)")
+	flag.IntVar(&tuneLayers, "tune-layers", tuneLayers, "how many of MiniLM's top layers -tune adapts (1 to 5)")
+	flag.StringVar(&tuneTargets, "tune-targets", tuneTargets, "the maps -tune adapts in each adapted layer, comma-separated: "+strings.Join(tuneTargetNames, ","))
+	flag.IntVar(&tuneEpochs, "tune-epochs", tuneEpochs, "epochs of -tune's mini-batch Adam")
+	flag.IntVar(&tuneBatch, "tune-batch", tuneBatch, "parts per -tune mini-batch")
+	flag.Float64Var(&tuneLR, "tune-lr", tuneLR, "Adam learning rate of -tune")
+	flag.Float64Var(&tuneL2, "tune-l2", tuneL2, "L2 penalty of the -tune adapters and readout")
 	flag.IntVar(&convWidth, "conv-width", convWidth, "tokens per -conv window")
 	flag.Float64Var(&convL2, "conv-l2", convL2, "L2 penalty of the -conv filters and readouts")
 	flag.IntVar(&convEpochs, "conv-epochs", convEpochs, "epochs of the -conv first stage")
@@ -132,6 +140,21 @@ func main() {
 		// The runtime has no convolution: weights trained with it would
 		// not load, and only -attn-loso scores it in the bench.
 		log.Fatal("-conv is an experiment for -attn-loso only")
+	}
+	if tuneRank > 0 {
+		if !*attnLOSO || convFilters > 0 {
+			// The runtime has no adapters; -attn-loso alone scores them.
+			log.Fatal("-tune is an experiment for -attn-loso only, without -conv")
+		}
+		if tuneLayers < 1 || tuneLayers > 5 {
+			log.Fatalf("-tune-layers %d: want 1 to 5 (the adapters read the token vectors of the layer below the first)", tuneLayers)
+		}
+		for _, t := range strings.Split(tuneTargets, ",") {
+			if !slices.Contains(tuneTargetNames, t) {
+				log.Fatalf("-tune-targets: unknown map %q (want some of %s)", t, strings.Join(tuneTargetNames, ","))
+			}
+		}
+		attnLayers, attnHeads = []int{tuneFrom() - 1}, 0
 	}
 	if mlpUnits < 1 || mlpBatch < 1 || mlpEpochs < 1 {
 		log.Fatalf("-mlp-units, -mlp-batch and -mlp-epochs must be positive (have %d, %d, %d)", mlpUnits, mlpBatch, mlpEpochs)
@@ -344,14 +367,21 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 	fmt.Printf("== blind: %s (%d documents), never trained on\n", path, len(docs))
 	fmt.Printf("%-40s %5s %5s %5s %5s  %9s %6s %6s\n", "detector", "n", "TP", "FP", "FN", "precision", "recall", "FPR")
 	for _, d := range dets {
-		scan := buildOut(cfg, d.opt).ScanOutput
+		det, kind := buildOut(cfg, d.opt), poison.KindOutput
+		scan := det.ScanOutput
 		if !outputs {
-			det := build(cfg, d.opt)
+			det, kind = build(cfg, d.opt), poison.KindDefinition
 			scan = func(s string) poison.Verdict { return det.ScanDefinition("", s, nil) }
 		}
 		var c counts
 		byCat := map[string]*counts{}
-		for _, doc := range docs {
+		score := map[int]float64{}
+		for i, doc := range docs {
+			if s, ok, err := det.ClassifierScore(kind, doc.text); err != nil {
+				log.Fatalf("%s: %s: %v", path, doc.id, err)
+			} else if ok {
+				score[i] = s
+			}
 			v := scan(doc.text)
 			if byCat[doc.category] == nil {
 				byCat[doc.category] = &counts{}
@@ -363,6 +393,21 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 			}
 		}
 		fmt.Println(fmtCounts(d.name, c, -1))
+		if len(score) == len(docs) {
+			// How far the classifier's ranking is from its threshold: the
+			// recall a threshold fitted to this batch would reach.
+			th := d.opt.Models.Definition.Threshold
+			if outputs {
+				th = d.opt.Models.Output.Threshold
+			}
+			var at counts
+			for i, doc := range docs {
+				at.add(doc.malicious, score[i] >= th)
+			}
+			auc, rec, _ := separation(docs, slices.Collect(maps.Keys(score)), score, 0.02)
+			fmt.Printf("  classifier alone%s: recall %s, FPR %s at its threshold %.3f; threshold-free: AUC %.3f, recall %.3f at this batch's own 2%% FPR\n",
+				map[bool]string{true: " (no output screen)"}[outputs], ratio(at.tp, at.tp+at.fn), ratio(at.fp, at.fp+at.tn), th, auc, rec)
+		}
 		for _, cat := range slices.Sorted(maps.Keys(byCat)) {
 			fmt.Println(fmtCounts("  "+cat, *byCat[cat], -1))
 		}
