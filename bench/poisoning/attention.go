@@ -448,6 +448,19 @@ func losoClassifier(l *learned, verbose bool) {
 				note = " (-tune-shared: the threshold is chosen on texts the adapters learned from, and comes out low)"
 			}
 			fmt.Println(fmtCounts(kind+": "+src, c, th), time.Since(start).Round(time.Second), note)
+			if kind == "definitions" {
+				// The classifier alone at other thresholds (the menu -blind
+				// prints with the rules).
+				var menu []string
+				for _, t := range menuThresholds {
+					var at counts
+					for _, i := range held {
+						at.add(docs[i].malicious, score[i] >= t)
+					}
+					menu = append(menu, fmt.Sprintf("T %.3f: %d/%d attacks, %d/%d clean", t, at.tp, at.tp+at.fn, at.fp, at.fp+at.tn))
+				}
+				fmt.Printf("  at other thresholds: %s\n", strings.Join(menu, "; "))
+			}
 			if auc, rec, ok := separation(docs, held, score, 0.02); ok {
 				fmt.Printf("  threshold-free: AUC %.3f; recall %.3f at the source's own 2%% FPR\n", auc, rec)
 			}

@@ -366,6 +366,8 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 	defer save()
 	fmt.Printf("== blind: %s (%d documents), never trained on\n", path, len(docs))
 	fmt.Printf("%-40s %5s %5s %5s %5s  %9s %6s %6s\n", "detector", "n", "TP", "FP", "FN", "precision", "recall", "FPR")
+	var clsScore map[int]float64 // the committed classifier's, every document
+	rulesFlag := map[int]bool{}  // the rules alone
 	for _, d := range dets {
 		det, kind := buildOut(cfg, d.opt), poison.KindOutput
 		scan := det.ScanOutput
@@ -383,6 +385,9 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 				score[i] = s
 			}
 			v := scan(doc.text)
+			if d.opt.Embedder == nil {
+				rulesFlag[i] = v.Malicious
+			}
 			if byCat[doc.category] == nil {
 				byCat[doc.category] = &counts{}
 			}
@@ -394,6 +399,7 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 		}
 		fmt.Println(fmtCounts(d.name, c, -1))
 		if len(score) == len(docs) {
+			clsScore = score
 			// How far the classifier's ranking is from its threshold: the
 			// recall a threshold fitted to this batch would reach.
 			th := d.opt.Models.Definition.Threshold
@@ -412,7 +418,24 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 			fmt.Println(fmtCounts("  "+cat, *byCat[cat], -1))
 		}
 	}
+	if clsScore != nil && len(rulesFlag) == len(docs) {
+		// What other classifier thresholds would give with every rule: a
+		// menu for choosing the threshold, not a measurement of the
+		// shipped one (outputs: without the screen).
+		fmt.Printf("threshold menu, every rule OR the classifier at T%s:\n", map[bool]string{true: " (no output screen)"}[outputs])
+		for _, th := range menuThresholds {
+			var c counts
+			for i, doc := range docs {
+				c.add(doc.malicious, rulesFlag[i] || clsScore[i] >= th)
+			}
+			fmt.Printf("  T %.3f: %d of %d attacks, %d of %d clean\n", th, c.tp, c.tp+c.fn, c.fp, c.fp+c.tn)
+		}
+	}
 }
+
+// menuThresholds are the classifier thresholds -blind and -attn-loso list
+// their figures at, for choosing one.
+var menuThresholds = []float64{0.80, 0.85, 0.90, 0.923, 0.944, 0.96}
 
 // namedOptions is one detector set-up a measurement reports.
 type namedOptions struct {
