@@ -264,13 +264,13 @@ func fitAttention(ins []instance, ys []bool, dim int) *attention {
 		a.v[i] = rng.NormFloat64() * 0.01
 	}
 	wpos, wneg := classWeights(ys)
-	P := 2*len(a.q) + 1
-	m1, m2, g := make([]float64, P), make([]float64, P), make([]float64, P)
+	nq := len(a.q)
+	g := make([]float64, 2*nq+1)
+	opt := &adam{lr: attnLR, l2: attnL2}
 	order := make([]int, len(ins))
 	for i := range order {
 		order[i] = i
 	}
-	step := 0
 	for range attnEpochs {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for lo := 0; lo < len(order); lo += attnBatch {
@@ -284,18 +284,10 @@ func fitAttention(ins []instance, ys []bool, dim int) *attention {
 				a.grad(ins[i].tok, ys[i], wt, g)
 			}
 			bs := float64(hi - lo)
-			step++
-			c1, c2 := 1-math.Pow(0.9, float64(step)), 1-math.Pow(0.999, float64(step))
-			for j := range g {
-				w := a.param(j)
-				gj := g[j] / bs
-				if j < P-1 {
-					gj += attnL2 * *w
-				}
-				m1[j] = 0.9*m1[j] + 0.1*gj
-				m2[j] = 0.999*m2[j] + 0.001*gj*gj
-				*w -= attnLR * (m1[j] / c1) / (math.Sqrt(m2[j]/c2) + 1e-8)
-			}
+			opt.step++
+			opt.update(0, nil, a.q, g[:nq], bs, true)
+			opt.update(1, nil, a.v, g[nq:2*nq], bs, true)
+			opt.scalar(2, &a.b, g[2*nq:], bs)
 		}
 	}
 	return a
@@ -385,8 +377,7 @@ func (a *attention) extendOne(in instance) instance {
 		}
 		p = z
 	}
-	in.x = append(append(make([]float32, 0, len(in.x)+len(p)), in.x...), p...)
-	return in
+	return withFeatures(in, p)
 }
 
 // attnFrom is the first feature the heads add while a model with them is

@@ -107,8 +107,7 @@ func (c *conv) pool(tok []uint16) []float32 {
 
 func (c *conv) extendOne(in instance) instance {
 	p := c.pool(in.tok)
-	in.x = append(append(make([]float32, 0, len(in.x)+len(p)), in.x...), p...)
-	return in
+	return withFeatures(in, p)
 }
 
 func (c *conv) extend(f *featurized, idx []int) *featurized {
@@ -130,9 +129,9 @@ func fitConv(ins []instance, ys []bool, dim int) *conv {
 		c.v[k] = rng.NormFloat64() * 0.1
 	}
 	wpos, wneg := classWeights(ys)
-	nw := len(c.w)
-	P := nw + 2*c.filters + 1
-	m1, m2, g := make([]float64, P), make([]float64, P), make([]float64, P)
+	nw, F := len(c.w), c.filters
+	g := make([]float64, nw+2*F+1)
+	opt := &adam{lr: attnLR, l2: convL2}
 	order := make([]int, len(ins))
 	for i := range order {
 		order[i] = i
@@ -142,7 +141,6 @@ func fitConv(ins []instance, ys []bool, dim int) *conv {
 	for i, in := range ins {
 		hs[i] = c.standardized(in.tok)
 	}
-	step := 0
 	for range convEpochs {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for lo := 0; lo < len(order); lo += attnBatch {
@@ -156,38 +154,11 @@ func fitConv(ins []instance, ys []bool, dim int) *conv {
 				c.grad(hs[i], ys[i], wt, g)
 			}
 			bs := float64(hi - lo)
-			step++
-			c1, c2 := 1-math.Pow(0.9, float64(step)), 1-math.Pow(0.999, float64(step))
-			for j := range g {
-				gj := g[j] / bs
-				var w float64
-				switch {
-				case j < nw:
-					w = float64(c.w[j])
-				case j < nw+c.filters:
-					w = c.c[j-nw]
-				case j < nw+2*c.filters:
-					w = c.v[j-nw-c.filters]
-				default:
-					w = c.b
-				}
-				if j < nw || (j >= nw+c.filters && j < P-1) {
-					gj += convL2 * w
-				}
-				m1[j] = 0.9*m1[j] + 0.1*gj
-				m2[j] = 0.999*m2[j] + 0.001*gj*gj
-				w -= attnLR * (m1[j] / c1) / (math.Sqrt(m2[j]/c2) + 1e-8)
-				switch {
-				case j < nw:
-					c.w[j] = float32(w)
-				case j < nw+c.filters:
-					c.c[j-nw] = w
-				case j < nw+2*c.filters:
-					c.v[j-nw-c.filters] = w
-				default:
-					c.b = w
-				}
-			}
+			opt.step++
+			opt.update(0, c.w, nil, g[:nw], bs, true)
+			opt.update(1, nil, c.c, g[nw:nw+F], bs, false)
+			opt.update(2, nil, c.v, g[nw+F:nw+2*F], bs, true)
+			opt.scalar(3, &c.b, g[nw+2*F:], bs)
 		}
 	}
 	return c
@@ -268,6 +239,13 @@ func classCounts(ys []bool) (npos, nneg float64) {
 func classWeights(ys []bool) (wpos, wneg float64) {
 	npos, nneg := classCounts(ys)
 	return posWeight / max(npos, 1) * float64(len(ys)), (1 - posWeight) / max(nneg, 1) * float64(len(ys))
+}
+
+// withFeatures returns in with the features p appended (to a copy: the
+// instance's own features are shared with other fits).
+func withFeatures(in instance, p []float32) instance {
+	in.x = append(append(make([]float32, 0, len(in.x)+len(p)), in.x...), p...)
+	return in
 }
 
 // tokenPooler turns a part's token rows into extra features (attention

@@ -561,43 +561,6 @@ var sharedTune *tuned
 // by prepare when -tune is on).
 var tuneWeights []*embed.Layer
 
-// adam is Adam over float32 and float64 parameter slices with their
-// gradients (float64, summed over a batch).
-type adam struct {
-	step   int
-	lr, l2 float64
-	m1, m2 [][]float64
-}
-
-func (o *adam) update(i int, w32 []float32, w64 []float64, g []float64, bs float64, decay bool) {
-	for len(o.m1) <= i {
-		o.m1, o.m2 = append(o.m1, make([]float64, len(g))), append(o.m2, make([]float64, len(g)))
-	}
-	m1, m2 := o.m1[i], o.m2[i]
-	c1, c2 := 1-math.Pow(0.9, float64(o.step)), 1-math.Pow(0.999, float64(o.step))
-	for j := range g {
-		var w float64
-		if w32 != nil {
-			w = float64(w32[j])
-		} else {
-			w = w64[j]
-		}
-		gj := g[j] / bs
-		if decay {
-			gj += o.l2 * w
-		}
-		m1[j] = 0.9*m1[j] + 0.1*gj
-		m2[j] = 0.999*m2[j] + 0.001*gj*gj
-		w -= o.lr * (m1[j] / c1) / (math.Sqrt(m2[j]/c2) + 1e-8)
-		if w32 != nil {
-			w32[j] = float32(w)
-		} else {
-			w64[j] = w
-		}
-	}
-	clear(g)
-}
-
 // fitTune trains the adapters and the readout on the parts ins (labels
 // ys), whose token rows are the layer below the first adapted one's.
 func fitTune(ins []instance, ys []bool, dim int) *tuned {
@@ -619,7 +582,6 @@ func fitTune(ins []instance, ys []bool, dim int) *tuned {
 	opt := &adam{lr: tuneLR, l2: tuneL2}
 	gHead := make([]float64, len(m.head))
 	gBias := make([]float64, 1)
-	bias := []float64{0}
 	for ep := range tuneEpochs {
 		start, loss := time.Now(), 0.0
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
@@ -654,9 +616,7 @@ func fitTune(ins []instance, ys []bool, dim int) *tuned {
 				}
 			}
 			opt.update(p, nil, m.head, gHead, bs, true)
-			bias[0] = m.bias
-			opt.update(p+1, nil, bias, gBias, bs, false)
-			m.bias = bias[0]
+			opt.scalar(p+1, &m.bias, gBias, bs)
 		}
 		fmt.Fprintf(os.Stderr, "tune: epoch %d of %d over %d parts, loss %.4f, %v\n", ep+1, tuneEpochs, len(order), loss/float64(len(order)), time.Since(start).Round(time.Second))
 	}
@@ -691,9 +651,7 @@ func (m *tuned) vector(tok []uint16) []float32 {
 }
 
 func (m *tuned) extendOne(in instance) instance {
-	v := m.vector(in.tok)
-	in.x = append(append(make([]float32, 0, len(in.x)+len(v)), in.x...), v...)
-	return in
+	return withFeatures(in, m.vector(in.tok))
 }
 
 // extend computes the vectors of the parts of the documents in idx in
