@@ -133,6 +133,7 @@ func main() {
 		}
 		return nil
 	})
+	anchors := flag.String("anchors", "", "experiment: a file of anchor sentences (A attack, B benign); prints per batch the AUC and recall at 2% FPR of the classifier, of the anchor similarities, and of both")
 	attnLOSO := flag.Bool("attn-loso", false, "leave-one-source-out of the classifier alone, scored in the bench (to compare -attn settings)")
 	kindsFlag := flag.String("kinds", "definitions,outputs", "which kinds the leave-one-source-out folds cover")
 	flag.Parse()
@@ -224,6 +225,10 @@ func main() {
 	}
 	if *readmes {
 		readmeFPR(cfg, *verbose)
+		return
+	}
+	if *anchors != "" {
+		anchorExperiment(*anchors)
 		return
 	}
 	if *blind != "" {
@@ -336,13 +341,13 @@ func main() {
 }
 
 // trainingBatches are the authored batches in training: files
-// bench/poisoning/<batch>_defs.jsonl and <batch>_outputs.jsonl. Held-out
-// batches (authored_*_heldout, authored4, authored6, authored10) are not
-// listed, nor are authored7-9: training on them moved every
-// leave-one-source-out fold to lower recall at lower FPR and lost blind
-// output recall (bench/poisoning/DATA.md), so they measure the weights
-// instead.
-var trainingBatches = []string{"authored", "authored2", "authored3", "authored5"}
+// bench/poisoning/<batch>_defs.jsonl and <batch>_outputs.jsonl. Every
+// writer's batch is in: left out one at a time, nine of ten writers' rows
+// ranked better (higher AUC) with all the others in training than with the
+// first four batches alone (bench/poisoning/DATA.md). Held out: authored4
+// (outputs), authored12 (minimal pairs), authored13 and the
+// authored_*_heldout files.
+var trainingBatches = []string{"authored", "authored2", "authored3", "authored5", "authored6", "authored7", "authored8", "authored9", "authored10", "authored11"}
 
 // blindBatch measures a batch of authored rows that no model or rule was run
 // on before: definitions as they are, outputs composed as the training
