@@ -190,8 +190,11 @@ func main() {
 	var authDefs []row
 	var authOuts []doc // composed
 	for _, b := range trainingBatches {
-		authDefs = append(authDefs, mustLoad(filepath.Join(here, b+"_defs.jsonl"))...)
-		// A batch may hold definitions only (authored12).
+		// A batch may hold definitions only (authored12) or outputs only
+		// (authored4).
+		if defs := filepath.Join(here, b+"_defs.jsonl"); fileExists(defs) {
+			authDefs = append(authDefs, mustLoad(defs)...)
+		}
 		if outs := filepath.Join(here, b+"_outputs.jsonl"); fileExists(outs) {
 			authOuts = append(authOuts, compose(mustLoad(outs), b)...)
 		}
