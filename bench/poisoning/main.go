@@ -844,6 +844,8 @@ func loadTools(path string) ([]tool, error) {
 
 type counts struct{ tp, fp, fn, tn int }
 
+func (c *counts) merge(o counts) { c.tp, c.fp, c.fn, c.tn = c.tp+o.tp, c.fp+o.fp, c.fn+o.fn, c.tn+o.tn }
+
 func (c *counts) add(malicious, flagged bool) {
 	switch {
 	case malicious && flagged:

@@ -363,11 +363,10 @@ func TestProbes(t *testing.T) {
 // attention poolings of the definition model four more (third stop).
 // Training on every writer's batch (sixth stop) lost four definition probes
 // (two preference claims, a deprecation claim, a payout swap) and one output
-// probe; the floors followed because every writer's batch, held out in turn,
-// ranked better with the others in training (AUC up on nine of ten
-// definition folds) and the batch written that day (authored13) gained 10
-// of 80 malicious definitions with 6 of 80 false positives fewer
-// (bench/poisoning/DATA.md).
+// probe; the floors followed because nine of ten writers' batches, held out
+// in turn, ranked better (higher AUC) with the others in training, and the
+// batch written that day (authored13) gained 10 of 80 malicious definitions
+// with 6 of 80 false positives fewer (bench/poisoning/DATA.md).
 const (
 	probeFloorDefinitions         = 22 // of 31 (26 before training on every writer's batch)
 	probeFloorOutputs             = 13 // of 16 (14 before training on every writer's batch)
