@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -99,3 +101,74 @@ func anyMatch(src string, texts []auditText) bool {
 
 // lower is the rules' view of a text (they are written in lower case).
 func lower(s string) string { return strings.ToLower(s) }
+
+// rulePrecision counts, for every rule, the authored documents its findings
+// flag on their own (severity medium or above, the default threshold):
+// attacks and honest rows, and on how many writers' batches each. The
+// writers wrote their honest rows in the attacks' vocabulary, so a rule
+// that flags as many of them as attacks is vocabulary, not evidence. With
+// verbose, each row a rule flags is listed with its context.
+func rulePrecision(cfg map[string]poison.Config, paths []string, verbose bool) {
+	type tally struct {
+		tp, fp         int
+		tpSrcs, fpSrcs map[string]bool
+	}
+	defDet, outDet := build(cfg, poison.Options{}), buildOut(cfg, poison.Options{})
+	per := map[string]*tally{}
+	var attacks, honest int
+	for _, path := range paths {
+		rows := mustLoad(path)
+		if len(rows) == 0 {
+			continue
+		}
+		source, outputs := rows[0].Source, rows[0].Role != ""
+		docs := compose(rows, source)
+		scan := outDet.ScanOutput
+		if !outputs {
+			docs = defDocs(nil, rows)
+			scan = func(s string) poison.Verdict { return defDet.ScanDefinition("", s, nil) }
+		}
+		for _, d := range docs {
+			if d.malicious {
+				attacks++
+			} else {
+				honest++
+			}
+			seen := map[string]bool{}
+			for _, f := range scan(d.text).Findings {
+				if f.Detector != "rule" || seen[f.Rule] || !slices.Contains([]string{"medium", "high", "critical"}, f.Severity) {
+					continue
+				}
+				seen[f.Rule] = true
+				t := per[f.Rule]
+				if t == nil {
+					t = &tally{tpSrcs: map[string]bool{}, fpSrcs: map[string]bool{}}
+					per[f.Rule] = t
+				}
+				if d.malicious {
+					t.tp++
+					t.tpSrcs[source] = true
+					if verbose {
+						fmt.Printf("  attack %s %s: %s %q\n", d.id, f.Rule, f.Severity, f.Context)
+					}
+				} else {
+					t.fp++
+					t.fpSrcs[source] = true
+					if verbose {
+						fmt.Printf("  honest %s %s: %s %q\n", d.id, f.Rule, f.Severity, f.Context)
+					}
+				}
+			}
+		}
+	}
+	rules := slices.Collect(maps.Keys(per))
+	slices.SortFunc(rules, func(a, b string) int {
+		return cmp.Or(cmp.Compare(per[b].fp, per[a].fp), cmp.Compare(per[b].tp, per[a].tp), strings.Compare(a, b))
+	})
+	fmt.Printf("rule precision on %d authored files: %d attacks, %d honest documents (definitions and composed outputs)\n", len(paths), attacks, honest)
+	fmt.Printf("  %-28s %8s %8s %8s %8s\n", "rule", "attacks", "writers", "honest", "writers")
+	for _, r := range rules {
+		t := per[r]
+		fmt.Printf("  %-28s %8d %8d %8d %8d\n", r, t.tp, len(t.tpSrcs), t.fp, len(t.fpSrcs))
+	}
+}

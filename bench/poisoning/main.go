@@ -71,6 +71,7 @@ func main() {
 	flag.BoolVar(&readmeTrain, "readme-train", readmeTrain, "train on the README chunks of the Go modules as benign outputs (the npm ones stay out, for -readmes)")
 	readmes := flag.Bool("readmes", false, "measure the committed weights with every rule, and the rules alone, on README files of the Go modules and npm packages this repository uses (benign tool outputs nobody chose; needs make deps)")
 	blind := flag.String("blind", "", "a held-out batch file (definitions, or outputs with role attack/carrier rows) to measure before it is trained on: recall and FPR of the committed weights with every rule, and of the rules alone, per category")
+	precision := flag.Bool("rule-precision", false, "count, per rule, the attacks and honest rows of every authored batch its findings flag on their own")
 	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
 	flag.BoolVar(&useGoDoc, "godoc", useGoDoc, "train the definition model with the doc comments of Go standard-library packages as extra benign definitions (source godoc)")
 	flag.IntVar(&goDocEvery, "godoc-every", goDocEvery, "keep every n-th Go doc comment as a benign definition")
@@ -205,6 +206,14 @@ func main() {
 		log.Fatal(err)
 	}
 
+	if *precision {
+		paths, err := filepath.Glob(filepath.Join("bench", "poisoning", "authored*.jsonl"))
+		if err != nil || len(paths) == 0 {
+			log.Fatalf("no authored batches in bench/poisoning (run from the repository root): %v", err)
+		}
+		rulePrecision(cfg, paths, *verbose)
+		return
+	}
 	if *audit {
 		var texts []auditText
 		for _, set := range [][]row{devDefs, devOuts} {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 // scope says which segments of a tool output a rule looks at. Definitions
@@ -96,6 +97,42 @@ var coreChecks = map[string]func(m *match) Severity{
 	"steal_credentials":  outputNeedsInstruction,
 	"exfiltrate":         outputNeedsInstruction,
 	"send_data_out":      outputNeedsInstruction,
+	// Guardrail tools, red-team suites and articles on prompt injection
+	// quote the phrases they are about ("blocks prompts such as 'ignore
+	// previous instructions'"). Across the authored batches these rules
+	// flagged more such honest rows than attacks; a quoted example is
+	// context, and the classifier still reads the sentence.
+	"override_instructions": lowerWhenQuoted,
+	"new_instructions":      lowerWhenQuoted,
+	"role_reassignment":     lowerWhenQuoted,
+}
+
+// lowerWhenQuoted lowers a match that opens a quotation introduced as an
+// example (quotedMention) to low.
+func lowerWhenQuoted(m *match) Severity {
+	if quotedMention(m.doc.text[:m.seg.start+m.loc[0]]) {
+		return SeverityLow
+	}
+	return m.sev
+}
+
+// quotedMention reports whether the text before a match ends with an
+// opening quote mark that a mention cue introduces (mention_cue: "such
+// as", "e.g.", "the sentence", "text:"). The whole document is read, not
+// the segment, since "e.g. " ends a sentence for the segmenter.
+func quotedMention(before string) bool {
+	before = strings.TrimRight(before, " ")
+	quoted := false
+	for _, q := range []string{`"`, "'", "\u201c", "\u2018", "\u00ab", "`"} {
+		if strings.HasSuffix(before, q) {
+			before, quoted = before[:len(before)-len(q)], true
+			break
+		}
+	}
+	if !quoted {
+		return false
+	}
+	return mentionCue.MatchString(asciiLower(before[max(0, len(before)-40):]))
 }
 
 // ruleChecks merges the check tables.
@@ -140,6 +177,7 @@ func secretFileAccess(m *match) Severity {
 var (
 	instructionAfter = builtinPattern("instruction_after") // text after a marker that reads as an instruction
 	movesData        = builtinPattern("moves_data")
+	mentionCue       = builtinPattern("mention_cue")
 	imperativeStart  = builtinPattern("imperative_start")
 	secondPerson     = builtinPattern("second_person")
 	templateCopy     = builtinPattern("template_copy")
