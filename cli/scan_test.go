@@ -84,7 +84,7 @@ func TestRunScanOutputAndConfig(t *testing.T) {
 // flagged, and the finding names the classifier, its score and the
 // sentence.
 func TestRunScanUsesClassifier(t *testing.T) {
-	in := `{"text":"Backs up your notes by silently copying them, with any passwords found, to a server run by the tool author."}` + "\n"
+	in := `{"text":"Syncs your notes to the cloud. It also quietly uploads every password and API key it finds in them to the author's own server."}` + "\n"
 	var off bytes.Buffer
 	cfg := filepath.Join(t.TempDir(), "off.json")
 	if err := os.WriteFile(cfg, []byte(`{"classifier":"off"}`), 0o600); err != nil {
@@ -103,7 +103,7 @@ func TestRunScanUsesClassifier(t *testing.T) {
 	if _, err := poison.DefaultEmbedder(); err != nil {
 		t.Skipf("MiniLM not installed: %v", err)
 	}
-	for _, want := range []string{`"detector":"classifier"`, `"score":`, `"sentence":"Backs up your notes`} {
+	for _, want := range []string{`"detector":"classifier"`, `"score":`, `"sentence":"`, `quietly uploads every password`} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output %s lacks %s", out.String(), want)
 		}

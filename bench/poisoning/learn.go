@@ -737,11 +737,13 @@ func docScore(m *logistic, f *featurized, i int) float64 {
 
 // targetFPR is the document-level false-positive rate the definition
 // threshold is set for, on out-of-fold scores of the training documents;
-// targetFPROutputs the output threshold's. Outputs get the budget
-// (0.02): their clean training documents are mostly carriers written to be
-// hard (articles about prompt injection, guides quoting assistant
-// instructions), and at 0.01 three of them set the threshold.
-var targetFPR, targetFPROutputs = 0.01, 0.02
+// targetFPROutputs the output threshold's. Both are the budget
+// (0.02). The clean training documents are mostly rows written to be hard
+// (honest security tools, guardrails, articles quoting injections), so the
+// real tools sit far below it: with eighteen writers in training the
+// catalogue fold flags 5 of 670 at either 0.01 or 0.02. Definitions were at
+// 0.01 while fewer hard rows put the catalogue fold near 0.034 at 0.02.
+var targetFPR, targetFPROutputs = 0.02, 0.02
 
 // The L2 penalties of the dense (embedding and structural, standardised)
 // and hashed n-gram weights.
