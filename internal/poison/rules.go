@@ -110,7 +110,7 @@ var coreChecks = map[string]func(m *match) Severity{
 // lowerWhenQuoted lowers a match that opens a quotation introduced as an
 // example (quotedMention) to low.
 func lowerWhenQuoted(m *match) Severity {
-	if quotedMention(m.doc.text[:m.seg.start+m.loc[0]]) {
+	if at := m.seg.start + m.loc[0]; at <= len(m.doc.text) && quotedMention(m.doc.text[:at]) {
 		return SeverityLow
 	}
 	return m.sev
