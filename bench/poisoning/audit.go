@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"log"
 	"maps"
 	"regexp"
 	"slices"
@@ -103,72 +104,73 @@ func anyMatch(src string, texts []auditText) bool {
 func lower(s string) string { return strings.ToLower(s) }
 
 // rulePrecision counts, for every rule, the authored documents its findings
-// flag on their own (severity medium or above, the default threshold):
-// attacks and honest rows, and on how many writers' batches each. The
-// writers wrote their honest rows in the attacks' vocabulary, so a rule
+// flag on their own (severity at or above the kind's threshold, medium by
+// default): attacks and honest rows, and on how many writers' batches each.
+// The writers wrote their honest rows in the attacks' vocabulary, so a rule
 // that flags as many of them as attacks is vocabulary, not evidence. With
 // verbose, each row a rule flags is listed with its context.
 func rulePrecision(cfg map[string]poison.Config, paths []string, verbose bool) {
 	type tally struct {
-		tp, fp         int
-		tpSrcs, fpSrcs map[string]bool
+		n    [2]int // honest, attacks
+		srcs [2]map[string]bool
 	}
 	defDet, outDet := build(cfg, poison.Options{}), buildOut(cfg, poison.Options{})
+	defMin, outMin := minSeverity(cfg["tool_poisoning"].DefinitionThreshold), minSeverity(cfg["output_poisoning"].OutputThreshold)
 	per := map[string]*tally{}
-	var attacks, honest int
+	var docsOf [2]int
 	for _, path := range paths {
 		rows := mustLoad(path)
 		if len(rows) == 0 {
 			continue
 		}
-		source, outputs := rows[0].Source, rows[0].Role != ""
-		docs := compose(rows, source)
-		scan := outDet.ScanOutput
-		if !outputs {
-			docs = defDocs(nil, rows)
-			scan = func(s string) poison.Verdict { return defDet.ScanDefinition("", s, nil) }
+		source := rows[0].Source
+		docs, scan, least := defDocs(nil, rows), func(s string) poison.Verdict { return defDet.ScanDefinition("", s, nil) }, defMin
+		if rows[0].Role != "" {
+			docs, scan, least = compose(rows, source), outDet.ScanOutput, outMin
 		}
 		for _, d := range docs {
+			k := 0
 			if d.malicious {
-				attacks++
-			} else {
-				honest++
+				k = 1
 			}
+			docsOf[k]++
 			seen := map[string]bool{}
 			for _, f := range scan(d.text).Findings {
-				if f.Detector != "rule" || seen[f.Rule] || !slices.Contains([]string{"medium", "high", "critical"}, f.Severity) {
+				if sev, err := poison.ParseSeverity(f.Severity); f.Detector != "rule" || seen[f.Rule] || err != nil || sev < least {
 					continue
 				}
 				seen[f.Rule] = true
 				t := per[f.Rule]
 				if t == nil {
-					t = &tally{tpSrcs: map[string]bool{}, fpSrcs: map[string]bool{}}
+					t = &tally{srcs: [2]map[string]bool{{}, {}}}
 					per[f.Rule] = t
 				}
-				if d.malicious {
-					t.tp++
-					t.tpSrcs[source] = true
-					if verbose {
-						fmt.Printf("  attack %s %s: %s %q\n", d.id, f.Rule, f.Severity, f.Context)
-					}
-				} else {
-					t.fp++
-					t.fpSrcs[source] = true
-					if verbose {
-						fmt.Printf("  honest %s %s: %s %q\n", d.id, f.Rule, f.Severity, f.Context)
-					}
+				t.n[k]++
+				t.srcs[k][source] = true
+				if verbose {
+					fmt.Printf("  %s %s %s: %s %q\n", [2]string{"honest", "attack"}[k], d.id, f.Rule, f.Severity, f.Context)
 				}
 			}
 		}
 	}
 	rules := slices.Collect(maps.Keys(per))
 	slices.SortFunc(rules, func(a, b string) int {
-		return cmp.Or(cmp.Compare(per[b].fp, per[a].fp), cmp.Compare(per[b].tp, per[a].tp), strings.Compare(a, b))
+		return cmp.Or(cmp.Compare(per[b].n[0], per[a].n[0]), cmp.Compare(per[b].n[1], per[a].n[1]), strings.Compare(a, b))
 	})
-	fmt.Printf("rule precision on %d authored files: %d attacks, %d honest documents (definitions and composed outputs)\n", len(paths), attacks, honest)
+	fmt.Printf("rule precision on %d authored files: %d attacks, %d honest documents (definitions and composed outputs)\n", len(paths), docsOf[1], docsOf[0])
 	fmt.Printf("  %-28s %8s %8s %8s %8s\n", "rule", "attacks", "writers", "honest", "writers")
 	for _, r := range rules {
 		t := per[r]
-		fmt.Printf("  %-28s %8d %8d %8d %8d\n", r, t.tp, len(t.tpSrcs), t.fp, len(t.fpSrcs))
+		fmt.Printf("  %-28s %8d %8d %8d %8d\n", r, t.n[1], len(t.srcs[1]), t.n[0], len(t.srcs[0]))
 	}
+}
+
+// minSeverity is a configured threshold as a severity ("" is the default,
+// medium).
+func minSeverity(s string) poison.Severity {
+	if sev, err := poison.ParseSeverity(cmp.Or(s, "medium")); err == nil {
+		return sev
+	}
+	log.Fatalf("threshold %q is not a severity", s)
+	return 0
 }
