@@ -650,3 +650,54 @@ func TestClassifierSkipsShortNames(t *testing.T) {
 		t.Error("a sentence-long name was not classified")
 	}
 }
+
+func TestClassifierThresholdFromConfig(t *testing.T) {
+	// testModels: concealment weight 10, bias -5, both thresholds 0.9.
+	bad := "Copies the file and quietly keeps the user out of it."
+	clean := "Copies the file into the folder that you name."
+	p := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name                     string
+		cfg                      Config
+		badDef, badOut, cleanOut bool
+	}{
+		{"trained thresholds", Config{}, true, true, false},
+		{"stricter definitions", Config{DefinitionClassifierThreshold: p(0.999)}, false, true, false},
+		{"looser outputs", Config{OutputClassifierThreshold: p(0.005)}, true, true, true},
+	} {
+		d, err := NewDetectorWith(tc.cfg, Options{Embedder: embed.NewHashing(384), Models: testModels(0)})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := d.ScanDefinition("t", bad, nil).Malicious; got != tc.badDef {
+			t.Errorf("%s: attack as a definition flagged %v, want %v", tc.name, got, tc.badDef)
+		}
+		if got := d.ScanOutput(bad).Malicious; got != tc.badOut {
+			t.Errorf("%s: attack as an output flagged %v, want %v", tc.name, got, tc.badOut)
+		}
+		if got := d.ScanOutput(clean).Malicious; got != tc.cleanOut {
+			t.Errorf("%s: clean output flagged %v, want %v", tc.name, got, tc.cleanOut)
+		}
+	}
+	for _, v := range []float64{0, 1, -0.2, 1.5} {
+		_, err := NewDetectorWith(Config{OutputClassifierThreshold: p(v)}, Options{})
+		if err == nil || !strings.Contains(err.Error(), "output_classifier_threshold") {
+			t.Errorf("output_classifier_threshold %v: err %v, want an error naming the key", v, err)
+		}
+	}
+	// Without the classifier the key would do nothing: it is refused.
+	for _, cfg := range []Config{
+		{DefinitionClassifierThreshold: p(0.95)},
+		{DefinitionClassifierThreshold: p(0.95), Classifier: "off"},
+		{DefinitionClassifierThreshold: p(0.95), Classifier: "auto", Disable: []string{"classifier"}},
+	} {
+		for name, build := range map[string]func(Config) (*Detector, error){"Build": Build, "NewDetector": NewDetector} {
+			if _, err := build(cfg); err == nil || !strings.Contains(err.Error(), "definition_classifier_threshold: set, but the classifier is off") {
+				t.Errorf("%s(%+v): err %v, want the key named as unused", name, cfg, err)
+			}
+		}
+	}
+	if _, err := ParseConfig([]byte(`{"classifier":"auto","output_classifier_threshold":0.97}`)); err != nil {
+		t.Errorf("ParseConfig: %v", err)
+	}
+}

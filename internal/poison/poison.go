@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -163,11 +164,47 @@ type Config struct {
 	// classifier) or "structural" (only the rules for hidden text,
 	// encodings, markup, shell syntax and exfiltration links).
 	Rules string `json:"rules,omitempty"`
+	// DefinitionClassifierThreshold and OutputClassifierThreshold replace
+	// the probability at which the classifier flags a definition or an
+	// output (nil: the one trained with the weights). They trade recall
+	// for false positives along the menus in bench/poisoning/DATA.md, so a
+	// deployment can pick its own point on the curve.
+	DefinitionClassifierThreshold *float64 `json:"definition_classifier_threshold,omitempty"`
+	OutputClassifierThreshold     *float64 `json:"output_classifier_threshold,omitempty"`
+}
+
+// checkClassifierKeys refuses a classifier threshold when cfg turns the
+// classifier off: it would be ignored without a word.
+func (cfg Config) checkClassifierKeys() error {
+	if cfg.Classifier == "auto" || cfg.Classifier == "on" {
+		if !slices.Contains(cfg.Disable, CatClassifier) {
+			return nil
+		}
+	}
+	if keys := slices.Sorted(maps.Keys(cfg.classifierThresholds())); len(keys) > 0 {
+		return fmt.Errorf("%s: set, but the classifier is off (set \"classifier\": \"auto\" or \"on\")", strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// classifierThresholds lists the classifier thresholds cfg sets, by key.
+func (cfg Config) classifierThresholds() map[string]*float64 {
+	m := map[string]*float64{}
+	if cfg.DefinitionClassifierThreshold != nil {
+		m["definition_classifier_threshold"] = cfg.DefinitionClassifierThreshold
+	}
+	if cfg.OutputClassifierThreshold != nil {
+		m["output_classifier_threshold"] = cfg.OutputClassifierThreshold
+	}
+	return m
 }
 
 // Build makes the Detector cfg describes, with the learned classifier on
 // the process's shared MiniLM model according to cfg.Classifier.
 func Build(cfg Config) (*Detector, error) {
+	if err := cfg.checkClassifierKeys(); err != nil {
+		return nil, err
+	}
 	opt := Options{AllRules: cfg.Rules != "structural"}
 	switch cfg.Classifier {
 	case "auto", "on":
@@ -231,12 +268,17 @@ type Detector struct {
 	rules        []*rule
 	defThreshold Severity
 	outThreshold Severity
-	maxBytes     int
+	// defScore and outScore are the classifier's flagging probabilities.
+	defScore, outScore float64
+	maxBytes           int
 }
 
 // NewDetector validates cfg and builds a Detector. Errors name the offending
 // pattern by index and name.
 func NewDetector(cfg Config) (*Detector, error) {
+	if err := cfg.checkClassifierKeys(); err != nil {
+		return nil, err
+	}
 	return NewDetectorWith(cfg, Options{})
 }
 
@@ -269,6 +311,11 @@ func NewDetectorWith(cfg Config, opt Options) (*Detector, error) {
 	default:
 		errs = append(errs, fmt.Errorf("rules: %q: want \"all\" or \"structural\"", cfg.Rules))
 	}
+	for k, v := range cfg.classifierThresholds() {
+		if !(*v > 0 && *v < 1) {
+			errs = append(errs, fmt.Errorf("%s: want a probability strictly between 0 and 1, got %v", k, *v))
+		}
+	}
 	if cfg.MaxTextBytes < 0 {
 		errs = append(errs, fmt.Errorf("max_text_bytes: %d is negative", cfg.MaxTextBytes))
 	}
@@ -292,6 +339,13 @@ func NewDetectorWith(cfg Config, opt Options) (*Detector, error) {
 			return nil, err
 		}
 		d.cls = c
+		d.defScore, d.outScore = m.Definition.Threshold, m.Output.Threshold
+		if v := cfg.DefinitionClassifierThreshold; v != nil {
+			d.defScore = *v
+		}
+		if v := cfg.OutputClassifierThreshold; v != nil {
+			d.outScore = *v
+		}
 	}
 	known := map[string]bool{CatClassifier: true}
 	for _, r := range builtinRules {

@@ -82,7 +82,7 @@ func (d *Detector) classify(fs []Finding, kind Kind, path, text string, parts []
 		f.Detector = "classifier"
 		return append(fs, f)
 	}
-	if ps.part == "" || ps.score < d.cls.model(kind).Threshold {
+	if ps.part == "" || ps.score < d.classifierThreshold(kind) {
 		return fs
 	}
 	sentence := maskSecrets(ps.part)
@@ -92,6 +92,15 @@ func (d *Detector) classify(fs []Finding, kind Kind, path, text string, parts []
 	f := newFinding(CatClassifier, CatClassifier, SeverityHigh, path, excerpt(ps.part, 0, len(ps.part)))
 	f.Detector, f.Score, f.Sentence = "classifier", math.Round(ps.score*1000)/1000, sentence
 	return append(fs, f)
+}
+
+// classifierThreshold is the probability at which the classifier flags
+// text of the kind.
+func (d *Detector) classifierThreshold(kind Kind) float64 {
+	if kind == KindOutput {
+		return d.outScore
+	}
+	return d.defScore
 }
 
 func (d *Detector) scanNormalized(fs []Finding, kind Kind, path, text string) []Finding {
