@@ -15,6 +15,10 @@ var capabilityChecks = map[string]func(m *match) Severity{
 	"fraud_abuse":        lowerWhenDefensive,
 	"malicious_artifact": lowerWhenDefensive,
 	"attack_technique":   lowerWhenDefensive,
+	// "returns known-exploited status", "patch what attackers exploit",
+	// "spotting unauthorised senders": a defender naming the threat.
+	"exploit":      lowerWhenDefensive,
+	"unauthorized": lowerWhenDefensive,
 	"reconnaissance": func(m *match) Severity {
 		// "scan ports on hosts you own": an administrator's tool.
 		if ownScope.MatchString(m.doc.text) {

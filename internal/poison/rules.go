@@ -95,8 +95,14 @@ var coreChecks = map[string]func(m *match) Severity{
 	},
 	"secret_file_access": secretFileAccess,
 	"steal_credentials":  outputNeedsInstruction,
-	"exfiltrate":         outputNeedsInstruction,
-	"send_data_out":      outputNeedsInstruction,
+	"exfiltrate":         exfiltrate,
+	"conceal_from_user": func(m *match) Severity {
+		if askForThem.MatchString(m.seg.text[m.loc[0]:m.loc[1]]) {
+			return SeverityNone
+		}
+		return m.sev
+	},
+	"send_data_out": outputNeedsInstruction,
 	// Guardrail tools, red-team suites and articles on prompt injection
 	// quote the phrases they are about ("blocks prompts such as 'ignore
 	// previous instructions'"). Across the authored batches these rules
@@ -170,6 +176,20 @@ func secretFileAccess(m *match) Severity {
 	if templateCopy.MatchString(m.seg.text) {
 		return SeverityNone
 	}
+	if negatedVerb.MatchString(m.seg.text[:m.loc[0]]) {
+		// "never read or print ~/.git-credentials", "it does not open
+		// ~/.aws/credentials": a promise, not a request.
+		return SeverityLow
+	}
+	return outputNeedsInstruction(m)
+}
+
+// exfiltrate: a sentence about catching exfiltration ("audits tool lists
+// for exfiltration URLs") names the threat without asking for it.
+func exfiltrate(m *match) Severity {
+	if m.kind == KindDefinition && defensive.MatchString(m.seg.text) {
+		return SeverityLow
+	}
 	return outputNeedsInstruction(m)
 }
 
@@ -181,6 +201,8 @@ var (
 	imperativeStart  = builtinPattern("imperative_start")
 	secondPerson     = builtinPattern("second_person")
 	templateCopy     = builtinPattern("template_copy")
+	negatedVerb      = builtinPattern("negated_verb")
+	askForThem       = builtinPattern("ask_for_them")
 )
 
 // instructionLike reports whether a segment of an output reads as an
