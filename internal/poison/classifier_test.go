@@ -376,9 +376,10 @@ func TestProbes(t *testing.T) {
 // highest benign score fell from 0.81 to 0.53): the attacks sit just under
 // the threshold. The floors followed because each of eight fresh writers'
 // batches, measured blind before it joined training, ranked better with
-// every set of weights that had more writers in it.
+// every set of weights that had more writers in it. Twelve more writers
+// (eighth stop) won the two back (22 of 31).
 const (
-	probeFloorDefinitions         = 20 // of 31 (26 before training on every writer's batch, 22 before the seventh stop)
+	probeFloorDefinitions         = 22 // of 31 (26 before training on every writer's batch, 20 at the seventh stop)
 	probeFloorOutputs             = 14 // of 16 (13 before the seventh stop)
 	probeBenignFlaggedOutputs     = 1  // of 11
 	probeBenignFlaggedDefinitions = 1  // of 23
