@@ -96,13 +96,8 @@ var coreChecks = map[string]func(m *match) Severity{
 	"secret_file_access": secretFileAccess,
 	"steal_credentials":  outputNeedsInstruction,
 	"exfiltrate":         exfiltrate,
-	"conceal_from_user": func(m *match) Severity {
-		if askForThem.MatchString(m.seg.text[m.loc[0]:m.loc[1]]) {
-			return SeverityNone
-		}
-		return m.sev
-	},
-	"send_data_out": outputNeedsInstruction,
+	"conceal_from_user":  concealFromUser,
+	"send_data_out":      outputNeedsInstruction,
 	// Guardrail tools, red-team suites and articles on prompt injection
 	// quote the phrases they are about ("blocks prompts such as 'ignore
 	// previous instructions'"). Across the authored batches these rules
@@ -182,6 +177,15 @@ func secretFileAccess(m *match) Severity {
 		return SeverityLow
 	}
 	return outputNeedsInstruction(m)
+}
+
+// concealFromUser: "we will never ask you for them" warns the reader about
+// phishing; it hides nothing from them.
+func concealFromUser(m *match) Severity {
+	if askForThem.MatchString(m.seg.text[m.loc[0]:m.loc[1]]) {
+		return SeverityNone
+	}
+	return m.sev
 }
 
 // exfiltrate: a sentence about catching exfiltration ("audits tool lists
