@@ -357,9 +357,10 @@ func main() {
 // writer's batch is in, and the minimal pairs of authored12: each batch was
 // first measured blind with the weights before it, and the weights trained
 // with more writers ranked the unseen writers' rows better
-// (bench/poisoning/DATA.md). Held out: authored4 (outputs), authored34 to
-// authored41 and the authored_*_heldout files.
-var trainingBatches = []string{"authored", "authored2", "authored3", "authored5", "authored6", "authored7", "authored8", "authored9", "authored10", "authored11", "authored12", "authored13", "authored14", "authored15", "authored16", "authored17", "authored18", "authored19", "authored20", "authored21", "authored22", "authored23", "authored24", "authored25", "authored26", "authored27", "authored28", "authored29", "authored30", "authored31", "authored32", "authored33"}
+// (bench/poisoning/DATA.md). Held out: authored4 (outputs), authored42 to
+// authored49 (measured once), authored50 to authored57 (not measured yet)
+// and the authored_*_heldout files.
+var trainingBatches = []string{"authored", "authored2", "authored3", "authored5", "authored6", "authored7", "authored8", "authored9", "authored10", "authored11", "authored12", "authored13", "authored14", "authored15", "authored16", "authored17", "authored18", "authored19", "authored20", "authored21", "authored22", "authored23", "authored24", "authored25", "authored26", "authored27", "authored28", "authored29", "authored30", "authored31", "authored32", "authored33", "authored34", "authored35", "authored36", "authored37", "authored38", "authored39", "authored40", "authored41"}
 
 // blindBatch measures a batch of authored rows that no model or rule was run
 // on before: definitions as they are, outputs composed as the training

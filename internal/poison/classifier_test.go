@@ -376,11 +376,11 @@ func TestProbes(t *testing.T) {
 // highest benign score fell from 0.81 to 0.53): the attacks sit just under
 // the threshold. The floors followed because each of eight fresh writers'
 // batches, measured blind before it joined training, ranked better with
-// every set of weights that had more writers in it. Twelve more writers
-// (eighth stop) won the two back (22 of 31).
+// every set of weights that had more writers in it. Twenty more writers
+// (eighth stop) won the two back (22 of 31) and one more output probe.
 const (
 	probeFloorDefinitions         = 22 // of 31 (26 before training on every writer's batch, 20 at the seventh stop)
-	probeFloorOutputs             = 14 // of 16 (13 before the seventh stop)
+	probeFloorOutputs             = 15 // of 16 (13 before the seventh stop, 14 at it)
 	probeBenignFlaggedOutputs     = 1  // of 11
 	probeBenignFlaggedDefinitions = 1  // of 23
 )
