@@ -229,6 +229,12 @@ func runFrontLeg(t *testing.T, front, up, mode string, sdk bool) legRun {
 			p.SetProgressToken("client-token")
 		}
 		answer(cs.CallTool(ctx, p))
+		if c.tool == "steps" {
+			// The SDK client hands each notification to a goroutine of
+			// its own, so its handler may run after CallTool returns:
+			// wait for it rather than for an arbitrary number of calls.
+			awaitProgress(&mu, &progress, progressSteps)
+		}
 	}
 	run.sdkServed, run.rawSent, run.undecoded, run.httpPeeled = sdkCalls.Load()-sdkBefore, g.rawCalls.Load(), g.undecoded.Load(), g.httpPeeled.Load()
 	// Malformed calls: the relay must refuse them as the SDK path does.
@@ -603,6 +609,20 @@ func BenchmarkHTTPCall(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// awaitProgress waits up to five seconds for n progress notifications to
+// have reached the client's handler. A notification that never arrives
+// still fails the comparison that follows.
+func awaitProgress(mu *sync.Mutex, progress *[]string, n int) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		got := len(*progress)
+		mu.Unlock()
+		if got >= n {
+			return
 		}
 	}
 }
