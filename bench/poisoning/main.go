@@ -71,6 +71,7 @@ func main() {
 	flag.BoolVar(&readmeTrain, "readme-train", readmeTrain, "train on the README chunks of the Go modules as benign outputs (the npm ones stay out, for -readmes)")
 	readmes := flag.Bool("readmes", false, "measure the committed weights with every rule, and the rules alone, on README files of the Go modules and npm packages this repository uses (benign tool outputs nobody chose; needs make deps)")
 	blind := flag.String("blind", "", "a held-out batch file (definitions, or outputs with role attack/carrier rows) to measure before it is trained on: recall and FPR of the committed weights with every rule, and of the rules alone, per category")
+	flag.StringVar(&scoresPath, "scores", "", "with -blind: append one tab-separated line per document to this file (id, label, words, parts, the committed classifier's score, 1 when the default rules alone flag it), for analyses the report does not print")
 	precision := flag.Bool("rule-precision", false, "count, per rule, the attacks and honest rows of every authored batch its findings flag on their own")
 	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
 	flag.BoolVar(&useGoDoc, "godoc", useGoDoc, "train the definition model with the doc comments of Go standard-library packages as extra benign definitions (source godoc)")
@@ -437,6 +438,7 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 		}
 	}
 	if clsScore != nil && len(rulesFlag) == len(docs) {
+		appendScores(docs, clsScore, rulesFlag)
 		// What other classifier thresholds would give with every rule: a
 		// menu for choosing the threshold, not a measurement of the
 		// shipped one (outputs: without the screen).
@@ -448,6 +450,30 @@ func blindBatch(cfg map[string]poison.Config, path string, verbose bool) {
 			}
 			fmt.Printf("  T %.3f: %d of %d attacks, %d of %d clean\n", th, c.tp, c.tp+c.fn, c.fp, c.fp+c.tn)
 		}
+	}
+}
+
+// scoresPath is -scores: where -blind appends the classifier's score of
+// each document.
+var scoresPath string
+
+func appendScores(docs []doc, score map[int]float64, rules map[int]bool) {
+	if scoresPath == "" {
+		return
+	}
+	f, err := os.OpenFile(scoresPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	for i, d := range docs {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%.6f\t%d\n", d.id, map[bool]string{true: "malicious", false: "benign"}[d.malicious], len(strings.Fields(d.text)), len(poison.Parts(d.text)), score[i], map[bool]int{true: 1}[rules[i]])
+	}
+	if err := w.Flush(); err != nil {
+		log.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		log.Fatal(err)
 	}
 }
 
