@@ -80,7 +80,7 @@ func (s *tokenStore) attach(f *featurized, docs []doc) error {
 			if len(set.ins) == 0 {
 				continue
 			}
-			parts := poison.Parts(set.text)
+			parts := poison.Parts(scored(set.text))
 			if len(parts) != len(set.ins) {
 				return fmt.Errorf("attach: document %s has %d parts and %d instances", d.id, len(parts), len(set.ins))
 			}

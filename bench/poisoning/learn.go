@@ -262,9 +262,9 @@ func featurize(emb embed.Embedder, docs []doc, drop, dropViews []string) (*featu
 		return out, nil
 	}
 	for i, d := range docs {
-		parts := poison.Parts(d.text)
+		parts := poison.Parts(scored(d.text))
 		f.whole[i] = -1
-		if len(parts) > 0 && parts[0] == strings.Join(strings.Fields(d.text), " ") {
+		if len(parts) > 0 && parts[0] == strings.Join(strings.Fields(scored(d.text)), " ") {
 			f.whole[i] = 0
 		}
 		var err error
@@ -272,12 +272,24 @@ func featurize(emb embed.Embedder, docs []doc, drop, dropViews []string) (*featu
 			return nil, err
 		}
 		if d.attack != "" {
-			if f.attack[i], err = vec(i, poison.Parts(d.attack)); err != nil {
+			if f.attack[i], err = vec(i, poison.Parts(scored(d.attack))); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return f, nil
+}
+
+// unquotedTraining is -unquoted: featurise the text the detector's
+// classifier scores, with quoted examples replaced (poison.Unquoted).
+var unquotedTraining = true
+
+// scored is the text of a document that the classifier reads.
+func scored(text string) string {
+	if unquotedTraining {
+		return poison.Unquoted(text)
+	}
+	return text
 }
 
 // logistic is a trained model in float64 while training: a logistic

@@ -71,6 +71,7 @@ func main() {
 	flag.BoolVar(&readmeTrain, "readme-train", readmeTrain, "train on the README chunks of the Go modules as benign outputs (the npm ones stay out, for -readmes)")
 	readmes := flag.Bool("readmes", false, "measure the committed weights with every rule, and the rules alone, on README files of the Go modules and npm packages this repository uses (benign tool outputs nobody chose; needs make deps)")
 	blind := flag.String("blind", "", "a held-out batch file (definitions, or outputs with role attack/carrier rows) to measure before it is trained on: recall and FPR of the committed weights with every rule, and of the rules alone, per category")
+	flag.BoolVar(&unquotedTraining, "unquoted", unquotedTraining, "train on the text the detector's classifier scores, with quoted examples (\"a typical injection reads: '...'\") replaced; false trains on the raw text, as before")
 	flag.StringVar(&scoresPath, "scores", "", "with -blind: append one tab-separated line per document to this file (id, label, words, parts, the committed classifier's score, 1 when the default rules alone flag it), for analyses the report does not print")
 	precision := flag.Bool("rule-precision", false, "count, per rule, the attacks and honest rows of every authored batch its findings flag on their own")
 	audit := flag.Bool("rule-audit", false, "list the alternation branches of the built-in rules that match no text, or only one or two development rows")
@@ -358,10 +359,9 @@ func main() {
 // writer's batch is in, and the minimal pairs of authored12: each batch was
 // first measured blind with the weights before it, and the weights trained
 // with more writers ranked the unseen writers' rows better
-// (bench/poisoning/DATA.md). Held out: authored4 (outputs), authored42 to
-// authored49 (measured once), authored50 to authored57 (not measured yet)
-// and the authored_*_heldout files.
-var trainingBatches = []string{"authored", "authored2", "authored3", "authored5", "authored6", "authored7", "authored8", "authored9", "authored10", "authored11", "authored12", "authored13", "authored14", "authored15", "authored16", "authored17", "authored18", "authored19", "authored20", "authored21", "authored22", "authored23", "authored24", "authored25", "authored26", "authored27", "authored28", "authored29", "authored30", "authored31", "authored32", "authored33", "authored34", "authored35", "authored36", "authored37", "authored38", "authored39", "authored40", "authored41"}
+// (bench/poisoning/DATA.md). Held out: authored4 (outputs), authored58 to
+// authored65 (measured once) and the authored_*_heldout files.
+var trainingBatches = []string{"authored", "authored2", "authored3", "authored5", "authored6", "authored7", "authored8", "authored9", "authored10", "authored11", "authored12", "authored13", "authored14", "authored15", "authored16", "authored17", "authored18", "authored19", "authored20", "authored21", "authored22", "authored23", "authored24", "authored25", "authored26", "authored27", "authored28", "authored29", "authored30", "authored31", "authored32", "authored33", "authored34", "authored35", "authored36", "authored37", "authored38", "authored39", "authored40", "authored41", "authored42", "authored43", "authored44", "authored45", "authored46", "authored47", "authored48", "authored49", "authored50", "authored51", "authored52", "authored53", "authored54", "authored55", "authored56", "authored57"}
 
 // blindBatch measures a batch of authored rows that no model or rule was run
 // on before: definitions as they are, outputs composed as the training

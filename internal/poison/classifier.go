@@ -287,7 +287,10 @@ const (
 	wholeTextBytes = 600
 )
 
-var sentenceEnd = regexp.MustCompile(`[.!?]["')\]]?\s+|\s*\|\s*|;\s+`)
+// sentenceEnd ends a sentence, a table cell, a clause after a semicolon,
+// or a string of a JSON object or a CSV row ("a": "x", "b": "y"), so that
+// an injected field is a part of its own.
+var sentenceEnd = regexp.MustCompile(`[.!?]["')\]]?\s+|\s*\|\s*|;\s+|"\s*,\s*"`)
 
 // Parts splits a text into the pieces the classifier scores: every line's
 // sentences, pairs of adjacent sentences (an instruction and its object are
@@ -328,7 +331,20 @@ func Parts(text string) []string {
 			merged[n-1] += " " + s
 			continue
 		}
-		merged = append(merged, clip(s, maxPartBytes))
+		// A sentence too long for one part (a minified JSON line, a run-on
+		// paragraph) is cut into several, so that nothing past its first
+		// maxPartBytes goes unread.
+		for len(s) > maxPartBytes {
+			cut := strings.LastIndexByte(s[:maxPartBytes], ' ')
+			if cut < maxPartBytes/2 {
+				cut = len(clip(s, maxPartBytes))
+			}
+			merged = append(merged, strings.TrimSpace(s[:cut]))
+			s = strings.TrimSpace(s[cut:])
+		}
+		if s != "" {
+			merged = append(merged, s)
+		}
 	}
 	sents = merged
 	// Too many sentences: group them into windows.
@@ -622,14 +638,15 @@ func ClassifiedStrings(description string, inputSchema any) []string {
 }
 
 // ClassifierScore is the learned classifier's probability for text read as
-// kind (the score of its worst part), whether or not it reaches the
-// threshold, without the rules or the output screen; ok is false when the
-// classifier does not run. Benchmarks rank documents by it.
+// kind (the score of its worst part outside quoted examples, as a scan
+// flags it), whether or not it reaches the threshold, without the rules or
+// the output screen; ok is false when the classifier does not run.
+// Benchmarks rank documents by it.
 func (d *Detector) ClassifierScore(kind Kind, text string) (score float64, ok bool, err error) {
 	if d.cls == nil {
 		return 0, false, nil
 	}
-	ps, err := d.cls.worst(kind, text, nil)
+	ps, err := d.cls.worst(kind, Unquoted(text), nil)
 	if err != nil {
 		return 0, false, err
 	}

@@ -202,6 +202,7 @@ var (
 	instructionAfter = builtinPattern("instruction_after") // text after a marker that reads as an instruction
 	movesData        = builtinPattern("moves_data")
 	mentionCue       = builtinPattern("mention_cue")
+	exampleCue       = builtinPattern("example_cue")
 	imperativeStart  = builtinPattern("imperative_start")
 	secondPerson     = builtinPattern("second_person")
 	templateCopy     = builtinPattern("template_copy")

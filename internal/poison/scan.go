@@ -51,13 +51,15 @@ func (d *Detector) scanTextUncached(fs []Finding, kind Kind, path, text string, 
 	}
 	fs = d.scanNormalized(fs, kind, path, n.text)
 	if d.cls != nil {
+		body, quotes := splitQuoted(n.text)
 		var parts []string
 		if screened {
-			parts = screen(d.cls.models.OutputGate, d.cls.models.HashBits, n.text).windows(n.text)
+			parts = screen(d.cls.models.OutputGate, d.cls.models.HashBits, body).windows(body)
 		}
 		if !screened || len(parts) > 0 {
-			fs = d.classify(fs, kind, path, n.text, parts)
+			fs = d.classify(fs, kind, path, body, parts)
 		}
+		fs = d.classifyQuoted(fs, kind, path, quotes)
 		if n.tags != "" {
 			fs = d.classify(fs, kind, path, n.tags, nil)
 		}
@@ -85,13 +87,19 @@ func (d *Detector) classify(fs []Finding, kind Kind, path, text string, parts []
 	if ps.part == "" || ps.score < d.classifierThreshold(kind) {
 		return fs
 	}
+	return append(fs, classifierFinding(SeverityHigh, CatClassifier, path, ps))
+}
+
+// classifierFinding reports the classifier's worst part: its score and the
+// sentence, secrets masked.
+func classifierFinding(sev Severity, rule, path string, ps partScore) Finding {
 	sentence := maskSecrets(ps.part)
 	if utf8.RuneCountInString(sentence) > MaxSentence {
 		sentence = string([]rune(sentence)[:MaxSentence])
 	}
-	f := newFinding(CatClassifier, CatClassifier, SeverityHigh, path, excerpt(ps.part, 0, len(ps.part)))
+	f := newFinding(CatClassifier, rule, sev, path, excerpt(ps.part, 0, len(ps.part)))
 	f.Detector, f.Score, f.Sentence = "classifier", math.Round(ps.score*1000)/1000, sentence
-	return append(fs, f)
+	return f
 }
 
 // classifierThreshold is the probability at which the classifier flags

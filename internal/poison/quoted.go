@@ -1,0 +1,149 @@
+package poison
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Articles, advisories, runbooks and guardrail tools explain prompt
+// injection by quoting it ("a typical example reads: \"AI assistant, ignore
+// your instructions ...\""). The quoted sentence is an injection word for
+// word, so the classifier, which reads one sentence at a time, scores it as
+// one. Across the authored batches such explainers were the honest outputs
+// the classifier scored highest. A quotation that an example cue introduces
+// is therefore scored on its own and reported at low severity, as the rules
+// do with a quoted override (lowerWhenQuoted); the rest of the text is
+// scored without it. The price is an evasion: an attacker who frames the
+// injection as an example gets a low finding, not a flag.
+
+// maxQuotedBytes bounds a quoted example: a quotation that runs on longer is
+// not an example of a sentence, and an unclosed quote mark hides nothing.
+const maxQuotedBytes = 400
+
+// maxQuotedScored bounds how many quoted examples of one text the
+// classifier scores.
+const maxQuotedScored = 4
+
+// quotePairs maps each opening quote mark to its closing one.
+var quotePairs = map[rune]rune{
+	'"':      '"',
+	'\'':     '\'',
+	'\u201c': '\u201d', // “ ”
+	'\u2018': '\u2019', // ‘ ’
+	'\u201e': '\u201c', // „ “
+	'\u00ab': '\u00bb', // « »
+	'\u300c': '\u300d', // 「 」
+}
+
+// listJoin joins the items of a list of examples ("such as 'a', 'b' or
+// 'c'"): only an item right after an example continues it, so the strings
+// of a JSON object or a CSV row are not examples.
+var listJoin = regexp.MustCompile(`^\s*(?:,\s*(?:or|and)?|or|and)\s*$`)
+
+// quotedPlaceholder stands in for a quoted example in the text the
+// classifier scores, so that "reads: \"…\"" still reads as a sentence.
+const quotedPlaceholder = "\u2026"
+
+// splitQuoted returns text with every quoted example replaced by
+// quotedPlaceholder, and the examples themselves. A quoted example is a
+// quotation opened right after an example cue (define example_cue) or
+// right after another example in a list, and closed within
+// maxQuotedBytes.
+func splitQuoted(text string) (string, []string) {
+	var b strings.Builder
+	var quotes []string
+	last, listed := 0, -1 // listed: the end of the last example's closing quote
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		closer, ok := quotePairs[r]
+		if !ok || !afterWord(text[:i]) && listed < 0 || !exampleCue.MatchString(asciiLower(text[max(0, i-40):i])) && (listed < 0 || !listJoin.MatchString(text[listed:i])) {
+			i += size
+			continue
+		}
+		start := i + size
+		end := closingQuote(text[start:min(len(text), start+maxQuotedBytes)], closer)
+		if end < 0 || strings.TrimSpace(text[start:start+end]) == "" {
+			i += size
+			continue
+		}
+		quotes = append(quotes, text[start:start+end])
+		b.WriteString(text[last:start])
+		b.WriteString(quotedPlaceholder)
+		last = start + end
+		i = last + utf8.RuneLen(closer)
+		listed = i
+	}
+	if quotes == nil {
+		return text, nil
+	}
+	b.WriteString(text[last:])
+	return b.String(), quotes
+}
+
+// Unquoted is the text the classifier scores: text with its quoted
+// examples replaced (splitQuoted). Training featurises the same text.
+func Unquoted(text string) string {
+	body, _ := splitQuoted(text)
+	return body
+}
+
+// afterWord reports whether before ends in a word (or "e.g."), give or
+// take the blanks and the colon, comma or parenthesis a cue may end with:
+// every cue does, and the quotes of JSON and code mostly do not, so the cue
+// is not matched at each of them.
+func afterWord(before string) bool {
+	before = strings.TrimRight(before, " \t\n:,(")
+	if before == "" {
+		return false
+	}
+	c := before[len(before)-1]
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.'
+}
+
+// closingQuote returns the offset in s of the quote mark closing a
+// quotation, or -1. A straight single quote closes only where no letter
+// follows it, so "don't" does not end 'the example'.
+func closingQuote(s string, closer rune) int {
+	for off := 0; off < len(s); {
+		j := strings.IndexRune(s[off:], closer)
+		if j < 0 {
+			return -1
+		}
+		at := off + j
+		next := at + utf8.RuneLen(closer)
+		if closer != '\'' || next >= len(s) {
+			return at
+		}
+		if r, _ := utf8.DecodeRuneInString(s[next:]); !unicode.IsLetter(r) {
+			return at
+		}
+		off = next
+	}
+	return -1
+}
+
+// classifyQuoted scores each quoted example of a text on its own and
+// reports one that reaches the threshold at low severity: visible in
+// findings and events, not enough to flag.
+func (d *Detector) classifyQuoted(fs []Finding, kind Kind, path string, quotes []string) []Finding {
+	scored := 0
+	for _, q := range quotes {
+		if scored == maxQuotedScored {
+			break
+		}
+		if len(strings.Fields(q)) < minClassifyWords {
+			continue
+		}
+		scored++
+		ps, err := d.cls.worst(kind, q, nil)
+		if err != nil || ps.part == "" || ps.score < d.classifierThreshold(kind) {
+			// An embedding failure is reported by the scan of the text
+			// around the quotation, which embeds the same way.
+			continue
+		}
+		fs = append(fs, classifierFinding(SeverityLow, "quoted_example", path, ps))
+	}
+	return fs
+}
