@@ -76,6 +76,10 @@ var outputChecks = map[string]func(m *match) Severity{
 		if strings.HasPrefix(strings.TrimLeft(s.text[m.loc[1]:], " "), ":") || columnRow(s.orig) {
 			return SeverityNone
 		}
+		// SQL ("CREATE TABLE invoices (") is code, not a request.
+		if sqlStatement.MatchString(s.text) {
+			return SeverityNone
+		}
 		// Quoted text is material, not the writer talking.
 		unquoted := quoted.ReplaceAllString(s.text, " ")
 		if marketing.MatchString(s.text) || deictic.MatchString(unquoted) || personal.MatchString(unquoted) {
@@ -140,9 +144,20 @@ func riskyCode(block string) bool {
 // old time/op new time/op"): two or more gaps of a tab or several spaces
 // between words, and no sentence punctuation.
 func columnRow(s string) bool {
-	return len(columnGap.FindAllStringIndex(s, 2)) == 2 && !strings.ContainsAny(s, "?!") && !strings.HasSuffix(s, ".")
+	if strings.ContainsAny(s, "?!") || strings.HasSuffix(s, ".") {
+		return false
+	}
+	return len(columnGap.FindAllStringIndex(s, 2)) == 2 || csvHeader.MatchString(s)
 }
 
 // columnGap is a gap between columns (segments are trimmed, so every gap
 // is between words).
 var columnGap = regexp.MustCompile(`\t+|  +`)
+
+// sqlStatement is a line that opens an SQL statement.
+var sqlStatement = regexp.MustCompile(`^(?:create|alter|drop) (?:or replace )?(?:table|index|view|schema|database|function|procedure)\b|^(?:select|insert into|update|delete from) `)
+
+// csvHeader is a header row of comma-separated values ("First Name,Last
+// Name,E-mail Address"): at least three short fields, no space after any
+// comma.
+var csvHeader = regexp.MustCompile(`^[^,\s][^,]{0,40}(?:,[^,\s][^,]{0,40}){2,}$`)

@@ -47,14 +47,32 @@ var listJoin = regexp.MustCompile(`^\s*(?:,\s*(?:or|and)?|or|and)\s*$`)
 const quotedPlaceholder = "\u2026"
 
 // splitQuoted returns text with every quoted example replaced by
-// quotedPlaceholder, and the examples themselves. A quoted example is a
-// quotation opened right after an example cue (define example_cue) or
-// right after another example in a list, and closed within
-// maxQuotedBytes.
+// quotedPlaceholder, and the examples themselves.
 func splitQuoted(text string) (string, []string) {
+	spans := quotedSpans(text)
+	if spans == nil {
+		return text, nil
+	}
 	var b strings.Builder
-	var quotes []string
-	last, listed := 0, -1 // listed: the end of the last example's closing quote
+	quotes := make([]string, len(spans))
+	last := 0
+	for k, sp := range spans {
+		quotes[k] = text[sp[0]:sp[1]]
+		b.WriteString(text[last:sp[0]])
+		b.WriteString(quotedPlaceholder)
+		last = sp[1]
+	}
+	b.WriteString(text[last:])
+	return b.String(), quotes
+}
+
+// quotedSpans returns the byte ranges of the quoted examples of text,
+// between their quote marks. A quoted example is a quotation opened right
+// after an example cue (define example_cue) or right after another example
+// in a list, and closed within maxQuotedBytes.
+func quotedSpans(text string) [][2]int {
+	var spans [][2]int
+	listed := -1 // the end of the last example's closing quote
 	for i := 0; i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
 		closer, ok := quotePairs[r]
@@ -68,18 +86,22 @@ func splitQuoted(text string) (string, []string) {
 			i += size
 			continue
 		}
-		quotes = append(quotes, text[start:start+end])
-		b.WriteString(text[last:start])
-		b.WriteString(quotedPlaceholder)
-		last = start + end
-		i = last + utf8.RuneLen(closer)
+		spans = append(spans, [2]int{start, start + end})
+		i = start + end + utf8.RuneLen(closer)
 		listed = i
 	}
-	if quotes == nil {
-		return text, nil
+	return spans
+}
+
+// inQuotedExample reports whether byte offset at of text lies inside one
+// of its quoted examples.
+func inQuotedExample(text string, at int) bool {
+	for _, sp := range quotedSpans(text) {
+		if at >= sp[0] && at < sp[1] {
+			return true
+		}
 	}
-	b.WriteString(text[last:])
-	return b.String(), quotes
+	return false
 }
 
 // Unquoted is the text the classifier scores: text with its quoted

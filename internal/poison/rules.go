@@ -88,6 +88,9 @@ var coreChecks = map[string]func(m *match) Severity{
 	// mention alone is context; with data moved somewhere in the same
 	// sentence it is a finding.
 	"secret_file_mention": func(m *match) Severity {
+		if publicKey(m) {
+			return SeverityNone
+		}
 		if movesData.MatchString(m.seg.text) {
 			return m.sev
 		}
@@ -109,9 +112,10 @@ var coreChecks = map[string]func(m *match) Severity{
 }
 
 // lowerWhenQuoted lowers a match that opens a quotation introduced as an
-// example (quotedMention) to low.
+// example (quotedMention), or lies inside a quoted example as the
+// classifier reads one (quotedSpans), to low.
 func lowerWhenQuoted(m *match) Severity {
-	if at := m.seg.start + m.loc[0]; at <= len(m.doc.text) && quotedMention(m.doc.text[:at]) {
+	if at := m.seg.start + m.loc[0]; at <= len(m.doc.text) && (quotedMention(m.doc.text[:at]) || inQuotedExample(m.doc.text, at)) {
 		return SeverityLow
 	}
 	return m.sev
@@ -168,7 +172,7 @@ func outputNeedsInstruction(m *match) Severity {
 // secretFileAccess clears a setup step that creates a secrets file from
 // its template ("copy .env.example to .env"): nothing secret is read.
 func secretFileAccess(m *match) Severity {
-	if templateCopy.MatchString(m.seg.text) {
+	if templateCopy.MatchString(m.seg.text) || publicKey(m) {
 		return SeverityNone
 	}
 	if negatedVerb.MatchString(m.seg.text[:m.loc[0]]) {
@@ -177,6 +181,17 @@ func secretFileAccess(m *match) Severity {
 		return SeverityLow
 	}
 	return outputNeedsInstruction(m)
+}
+
+// publicKey reports whether the secret path a match ends with is a public
+// key ("cat ~/.ssh/id_ed25519.pub" to paste it into GitHub): the half of a
+// key pair that is meant to be shared.
+func publicKey(m *match) bool {
+	rest := m.seg.text[m.loc[1]:]
+	if i := strings.IndexAny(rest, " \t\n`'\")],;"); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.HasSuffix(rest, ".pub")
 }
 
 // concealFromUser: "we will never ask you for them" warns the reader about
