@@ -76,7 +76,7 @@ func quotedSpans(text string) [][2]int {
 	for i := 0; i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
 		closer, ok := quotePairs[r]
-		if !ok || !afterWord(text[:i]) && listed < 0 || !exampleCue.MatchString(asciiLower(text[max(0, i-40):i])) && (listed < 0 || !listJoin.MatchString(text[listed:i])) {
+		if !ok || !(endsInCueWord(text[:i]) && exampleCue.MatchString(asciiLower(text[max(0, i-40):i])) || listed >= 0 && listJoin.MatchString(text[listed:i])) {
 			i += size
 			continue
 		}
@@ -111,17 +111,31 @@ func Unquoted(text string) string {
 	return body
 }
 
-// afterWord reports whether before ends in a word (or "e.g."), give or
-// take the blanks and the colon, comma or parenthesis a cue may end with:
-// every cue does, and the quotes of JSON and code mostly do not, so the cue
-// is not matched at each of them.
-func afterWord(before string) bool {
+// endsInCueWord reports whether before ends in a word that an example cue
+// can end with (cueEnds), give or take the blanks and the colon, comma or
+// parenthesis after it. A cheap test first: prose and JSON hold a quote
+// mark every few words, and the cue expression is matched only after one
+// of these words.
+func endsInCueWord(before string) bool {
 	before = strings.TrimRight(before, " \t\n:,(")
-	if before == "" {
+	i := strings.LastIndexAny(before, " \t\n(\"'")
+	w := before[i+1:]
+	if len(w) > 12 {
 		return false
 	}
-	c := before[len(before)-1]
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.'
+	return cueEnds[asciiLower(w)]
+}
+
+// cueEnds are the last words of the cues of define example_cue. A cue
+// whose last word is missing here is never tried: add it when adding one.
+var cueEnds = map[string]bool{
+	"e.g.": true, "as": true, "example": true, "instance": true, "examples": true,
+	"read": true, "reads": true, "say": true, "says": true, "is": true, "was": true,
+	"include": true, "includes": true, "are": true, "this": true, "like": true,
+	"said": true, "stated": true, "reading": true, "contained": true, "included": true,
+	"with": true, "text": true, "sentence": true, "line": true, "comment": true,
+	"note": true, "string": true, "instruction": true, "phrase": true, "message": true,
+	"payload": true, "prompt": true,
 }
 
 // closingQuote returns the offset in s of the quote mark closing a
