@@ -109,6 +109,15 @@ var coreChecks = map[string]func(m *match) Severity{
 	"override_instructions": lowerWhenQuoted,
 	"new_instructions":      lowerWhenQuoted,
 	"role_reassignment":     lowerWhenQuoted,
+	// An address to the model inside a quoted example ("text such as
+	// 'Note to the AI reviewer: ...'"); not lowerWhenQuoted, whose list
+	// cue (a quote, then a comma) would clear every field of a CSV row.
+	"ai_addressed": func(m *match) Severity {
+		if inQuotedExample(m.doc.text, m.seg.start+m.loc[0]) {
+			return SeverityLow
+		}
+		return m.sev
+	},
 }
 
 // lowerWhenQuoted lowers a match that opens a quotation introduced as an
