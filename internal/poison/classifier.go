@@ -339,6 +339,11 @@ func Parts(text string) []string {
 			if cut < maxPartBytes/2 {
 				cut = len(clip(s, maxPartBytes))
 			}
+			if cut == 0 {
+				// No rune starts in the first maxPartBytes (not UTF-8):
+				// cut anyway, or this would not end.
+				cut = maxPartBytes
+			}
 			merged = append(merged, strings.TrimSpace(s[:cut]))
 			s = strings.TrimSpace(s[cut:])
 		}
