@@ -136,6 +136,12 @@ var cueEnds = map[string]bool{
 	"with": true, "text": true, "sentence": true, "line": true, "comment": true,
 	"note": true, "string": true, "instruction": true, "phrase": true, "message": true,
 	"payload": true, "prompt": true,
+	"effect": true, "verbatim": true, "word": true, "roughly": true,
+	"wrote": true, "written": true, "typed": true, "entered": true, "posted": true,
+	"pasted": true, "left": true, "field": true, "box": true, "notes": true,
+	"form": true, "chat": true, "review": true, "comments": true, "section": true,
+	"bio": true, "profile": true, "column": true, "description": true, "title": true,
+	"ticket": true, "listing": true,
 }
 
 // closingQuote returns the offset in s of the quote mark closing a
