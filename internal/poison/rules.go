@@ -97,7 +97,7 @@ var coreChecks = map[string]func(m *match) Severity{
 		return SeverityLow
 	},
 	"secret_file_access": secretFileAccess,
-	"steal_credentials":  outputNeedsInstruction,
+	"steal_credentials":  stealCredentials,
 	"exfiltrate":         exfiltrate,
 	"conceal_from_user":  concealFromUser,
 	"send_data_out":      outputNeedsInstruction,
@@ -176,6 +176,27 @@ func outputNeedsInstruction(m *match) Severity {
 		return SeverityNone
 	}
 	return m.sev
+}
+
+// leakedSecret is a steal_credentials match whose verb is the participle
+// "leaked" right before the secret; searchedFor is the "for" before it.
+// Together they are a search for credentials that have already leaked
+// ("scans commits for leaked API keys"), what secret scanners do. Other
+// uses of leaked credentials are attacks ("tries leaked passwords against
+// the login", "a pool of leaked session cookies"), so only the search is
+// lowered.
+var (
+	leakedSecret = regexp.MustCompile(`^leaked(?:\s+\S+){1,3}$`)
+	searchedFor  = regexp.MustCompile(`\bfor\s*$`)
+)
+
+// stealCredentials lowers a search for leaked credentials to low; in
+// outputs a match needs an instruction (outputNeedsInstruction).
+func stealCredentials(m *match) Severity {
+	if leakedSecret.MatchString(m.seg.text[m.loc[0]:m.loc[1]]) && searchedFor.MatchString(m.seg.text[:m.loc[0]]) {
+		return SeverityLow
+	}
+	return outputNeedsInstruction(m)
 }
 
 // secretFileAccess clears a setup step that creates a secrets file from
