@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"log"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/embed"
 	"github.com/toolgate/toolgate/internal/poison"
@@ -226,6 +228,10 @@ type featurized struct {
 	attack [][]instance // per doc: the parts of its injected instruction
 	whole  []int        // per doc: index of the whole-text part, or -1
 	tokens int          // width of the instances' token rows (tokenStore.attach); 0: none
+	// mix, when set, holds per doc and part the definition model's logit,
+	// which takes share of each part's logit (outputDefinitionShare).
+	mix   [][]float64
+	share float64
 }
 
 // featurize embeds the parts of docs; the structural features named in
@@ -738,13 +744,81 @@ func train(f *featurized, docs []doc, idx []int) *logistic {
 // docScore is a document's worst part.
 func docScore(m *logistic, f *featurized, i int) float64 {
 	s := 0.0
-	for _, in := range f.parts[i] {
+	for j, in := range f.parts[i] {
 		if m.att != nil {
 			in = m.att.extendOne(in)
 		}
-		s = max(s, m.score(in))
+		p := m.score(in)
+		if f.mix != nil {
+			p = 1 / (1 + math.Exp(-((1-f.share)*math.Log(p/(1-p)) + f.share*f.mix[i][j])))
+		}
+		s = max(s, p)
 	}
 	return s
+}
+
+// outputDefinitionShare is the definition model's share of an output
+// part's logit (flag -output-definition-share; poison.Models). A quarter
+// was chosen on authored58-73 with the ninth stop's weights, which had
+// trained on neither: mean AUC of attacked outputs 0.926 -> 0.940 and
+// 0.939 -> 0.954, recall at 2% FPR 0.51 -> 0.61 and 0.55 -> 0.67; shares
+// of 0.2 and 0.3 did about as well, 0.5 worse (bench/poisoning/DATA.md).
+var outputDefinitionShare = 0.25
+
+// definitionLogits gives the definition model's logit of every part of
+// every output document, as the detector computes it (same parts, vectors,
+// pooled token vectors, features and n-grams), for the output threshold
+// to be chosen on the mixed scores. Token vectors are computed here and not
+// kept: those of every output part do not fit in memory.
+func (l *learned) definitionLogits(def *poison.LinearModel) ([][]float64, error) {
+	if l.mixFor == def {
+		return l.mix, nil
+	}
+	logit := map[string]float64{}
+	var todo []string
+	for _, d := range l.outs {
+		for _, p := range poison.Parts(scored(d.text)) {
+			if _, ok := logit[p]; !ok {
+				logit[p] = 0
+				todo = append(todo, p)
+			}
+		}
+	}
+	start := time.Now()
+	for lo := 0; lo < len(todo); lo += 64 {
+		batch := todo[lo:min(lo+64, len(todo))]
+		var vecs, toks [][]float32
+		var err error
+		if a := def.Attention; a != nil {
+			vecs, toks, err = l.emb.m.Encode(context.Background(), batch, pooling, a.Layers...)
+		} else {
+			vecs, err = l.emb.Embed(context.Background(), batch)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for j, p := range batch {
+			var pooled []float32
+			if toks != nil {
+				pooled = def.Attention.Pool(toks[j])
+			}
+			logit[p] = def.Logit(vecs[j], poison.Features(p), pooled, poison.Ngrams(p, hashBits))
+		}
+	}
+	out := make([][]float64, len(l.outs))
+	for i, d := range l.outs {
+		parts := poison.Parts(scored(d.text))
+		if len(parts) != len(l.outF.parts[i]) {
+			return nil, fmt.Errorf("definitionLogits: output %s has %d parts and %d instances", d.id, len(parts), len(l.outF.parts[i]))
+		}
+		out[i] = make([]float64, len(parts))
+		for j, p := range parts {
+			out[i][j] = logit[p]
+		}
+	}
+	fmt.Printf("scored %d distinct output parts with the definition model in %v\n", len(todo), time.Since(start).Round(time.Second))
+	l.mix, l.mixFor = out, def
+	return out, nil
 }
 
 // targetFPR is the document-level false-positive rate the definition
@@ -1043,6 +1117,10 @@ type learned struct {
 	gate     *gateData
 	modelID  string
 	features []string
+	// mix are the definition logits of the output parts under mixFor
+	// (definitionLogits).
+	mix    [][]float64
+	mixFor *poison.LinearModel
 }
 
 func prepare(emb *cachedEmbedder, defs, outs []doc) (*learned, error) {
@@ -1116,6 +1194,7 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 		// for it (a fold scans one kind only, so it is never used).
 		if shipped, err := poison.BuiltinModels(); err == nil && shipped.Dim == m.Dim {
 			m.Definition, m.Output, m.OutputGate = shipped.Definition, shipped.Output, shipped.OutputGate
+			m.OutputDefinitionShare = shipped.OutputDefinitionShare
 		}
 	}
 	if len(only) == 0 || only[0] == "definitions" {
@@ -1124,8 +1203,17 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 	}
 	if len(only) == 0 || only[0] == "outputs" {
 		if !gateOnly {
+			l.outF.mix, l.outF.share = nil, 0
+			if outputDefinitionShare > 0 && m.Definition != nil {
+				mix, err := l.definitionLogits(m.Definition)
+				if err != nil {
+					log.Fatal(err)
+				}
+				l.outF.mix, l.outF.share = mix, outputDefinitionShare
+			}
 			om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs), targetFPROutputs)
 			m.Output = om.export(oth)
+			m.OutputDefinitionShare = l.outF.share
 		}
 		gm, gth := fitGate(l.gate, l.outs, pick(l.outs))
 		m.OutputGate = gm.export(gth)

@@ -197,3 +197,24 @@ func TestSeparation(t *testing.T) {
 		t.Error("separation without clean documents reported a result")
 	}
 }
+
+// TestDocScoreMixesDefinitionLogits checks the output threshold is chosen
+// on the score the detector computes: each part's logit mixed with the
+// definition model's by the share, the document scoring as its worst part.
+func TestDocScoreMixesDefinitionLogits(t *testing.T) {
+	m := &logistic{w: []float64{1}, u: []float64{}, b: 0}
+	f := &featurized{parts: [][]instance{{{x: []float32{-2}}, {x: []float32{1}}}}}
+	sig := func(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
+	if got, want := docScore(m, f, 0), sig(1); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("no mix: %v, want %v", got, want)
+	}
+	f.mix, f.share = [][]float64{{6, -3}}, 0.25
+	// Part logits: 0.75·-2 + 0.25·6 = 0, and 0.75·1 + 0.25·-3 = 0.
+	if got, want := docScore(m, f, 0), sig(0); math.Abs(got-want) > 1e-12 {
+		t.Errorf("share 0.25: %v, want %v", got, want)
+	}
+	f.mix = [][]float64{{10, -3}}
+	if got, want := docScore(m, f, 0), sig(0.75*-2+0.25*10); math.Abs(got-want) > 1e-12 {
+		t.Errorf("share 0.25, first part worst: %v, want %v", got, want)
+	}
+}

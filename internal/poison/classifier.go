@@ -157,6 +157,15 @@ type Models struct {
 	// threshold is not embedded; an output with no such sentence and no
 	// structural marker is clean without further work. Optional.
 	OutputGate *LinearModel `json:"output_gate,omitempty"`
+	// OutputDefinitionShare is the definition model's share of an output
+	// part's logit: a part scores sigmoid((1-share)·output logit +
+	// share·definition logit), and Output.Threshold applies to that. The
+	// definition model learned from far more text aimed at the model than
+	// the output model did; on writers neither had seen, a quarter of it
+	// ranked attacked outputs better than the output model alone
+	// (bench/poisoning/DATA.md). 0 scores outputs with the output model
+	// alone.
+	OutputDefinitionShare float64 `json:"output_definition_share,omitempty"`
 	// Trained records the command and data that produced the weights.
 	Trained string `json:"trained"`
 }
@@ -215,6 +224,12 @@ func (m *Models) validate() error {
 		if m.HashBits < 0 || m.HashBits > 20 || len(lm.Hashed) != want {
 			return fmt.Errorf("poison: classifier: %s model has %d hashed weights, want %d (hash_bits %d)", name, len(lm.Hashed), want, m.HashBits)
 		}
+	}
+	if sh := m.OutputDefinitionShare; !(sh >= 0 && sh <= 1) {
+		return fmt.Errorf("poison: classifier: output_definition_share %v is not between 0 and 1", sh)
+	}
+	if a, b := m.Definition.Attention, m.Output.Attention; m.OutputDefinitionShare > 0 && a != nil && b != nil && !slices.Equal(a.Layers, b.Layers) {
+		return fmt.Errorf("poison: classifier: with output_definition_share the definition and output models must pool the same layers (%v, %v)", a.Layers, b.Layers)
 	}
 	if g := m.OutputGate; g != nil {
 		if len(g.Weights) != 0 || m.HashBits <= 0 || len(g.Hashed) != 1<<m.HashBits {
@@ -407,6 +422,13 @@ func Ngrams(part string, bits int) []int {
 // attention-pooled vectors (nil unless the model has Attention) and hashed
 // n-gram buckets.
 func (lm *LinearModel) Score(vec, feats, pooled []float32, grams []int) float64 {
+	return sigmoid(lm.Logit(vec, feats, pooled, grams))
+}
+
+func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
+
+// Logit is Score before the sigmoid.
+func (lm *LinearModel) Logit(vec, feats, pooled []float32, grams []int) float64 {
 	z := float64(lm.Bias)
 	for _, b := range grams {
 		z += float64(lm.Hashed[b])
@@ -440,7 +462,7 @@ func (lm *LinearModel) Score(vec, feats, pooled []float32, grams []int) float64 
 			}
 		}
 	}
-	return 1 / (1 + math.Exp(-z))
+	return z
 }
 
 // classifier scores texts with the learned models and caches the worst part
@@ -564,27 +586,46 @@ func (c *classifier) worst(kind Kind, text string, parts []string) (partScore, e
 		return partScore{}, nil
 	}
 	lm := c.model(kind)
+	// mix is the definition model when it has a share of an output's score.
+	var mix *LinearModel
+	share := 0.0
+	if kind == KindOutput && c.models.OutputDefinitionShare > 0 {
+		mix, share = c.models.Definition, c.models.OutputDefinitionShare
+	}
+	var layers []int
+	for _, m := range []*LinearModel{lm, mix} {
+		if m != nil && m.Attention != nil {
+			layers = m.Attention.Layers // validate made them equal
+		}
+	}
 	var vecs, tokens [][]float32
 	var err error
-	if a := lm.Attention; a != nil {
+	if layers != nil {
 		te, ok := c.score.(tokenEmbedder)
 		if !ok {
 			return partScore{}, fmt.Errorf("poison: classifier: the weights pool token vectors, which the embedder %s does not give", c.score.ModelID())
 		}
-		vecs, tokens, err = te.EmbedTokens(context.Background(), parts, a.Layers...)
+		vecs, tokens, err = te.EmbedTokens(context.Background(), parts, layers...)
 	} else {
 		vecs, err = c.score.Embed(context.Background(), parts)
 	}
 	if err != nil {
 		return partScore{}, err
 	}
+	pool := func(m *LinearModel, i int) []float32 {
+		if m.Attention == nil {
+			return nil
+		}
+		return m.Attention.Pool(tokens[i])
+	}
 	ps = partScore{score: -1}
 	for i, p := range parts {
-		var pooled []float32
-		if tokens != nil {
-			pooled = lm.Attention.Pool(tokens[i])
+		feats, grams := Features(p), Ngrams(p, c.models.HashBits)
+		z := lm.Logit(vecs[i], feats, pool(lm, i), grams)
+		if mix != nil {
+			z = (1-share)*z + share*mix.Logit(vecs[i], feats, pool(mix, i), grams)
 		}
-		if s := lm.Score(vecs[i], Features(p), pooled, Ngrams(p, c.models.HashBits)); s > ps.score {
+		if s := sigmoid(z); s > ps.score {
 			ps = partScore{part: p, score: s}
 		}
 	}
