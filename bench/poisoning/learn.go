@@ -776,8 +776,10 @@ func (l *learned) definitionLogits(def *poison.LinearModel) ([][]float64, error)
 	}
 	logit := map[string]float64{}
 	var todo []string
-	for _, d := range l.outs {
-		for _, p := range poison.Parts(scored(d.text)) {
+	parts := make([][]string, len(l.outs))
+	for i, d := range l.outs {
+		parts[i] = poison.Parts(scored(d.text))
+		for _, p := range parts[i] {
 			if _, ok := logit[p]; !ok {
 				logit[p] = 0
 				todo = append(todo, p)
@@ -807,12 +809,11 @@ func (l *learned) definitionLogits(def *poison.LinearModel) ([][]float64, error)
 	}
 	out := make([][]float64, len(l.outs))
 	for i, d := range l.outs {
-		parts := poison.Parts(scored(d.text))
-		if len(parts) != len(l.outF.parts[i]) {
-			return nil, fmt.Errorf("definitionLogits: output %s has %d parts and %d instances", d.id, len(parts), len(l.outF.parts[i]))
+		if len(parts[i]) != len(l.outF.parts[i]) {
+			return nil, fmt.Errorf("definitionLogits: output %s has %d parts and %d instances", d.id, len(parts[i]), len(l.outF.parts[i]))
 		}
-		out[i] = make([]float64, len(parts))
-		for j, p := range parts {
+		out[i] = make([]float64, len(parts[i]))
+		for j, p := range parts[i] {
 			out[i][j] = logit[p]
 		}
 	}
