@@ -13,10 +13,13 @@ import (
 // word, so the classifier, which reads one sentence at a time, scores it as
 // one. Across the authored batches such explainers were the honest outputs
 // the classifier scored highest. A quotation that an example cue introduces
-// is therefore scored on its own and reported at low severity, as the rules
-// do with a quoted override (lowerWhenQuoted); the rest of the text is
-// scored without it. The price is an evasion: an attacker who frames the
-// injection as an example gets a low finding, not a flag.
+// ("a typical example reads:"), or that a clause calling it an example
+// opens with a colon ("One sample, found in a fake invoice e-mail:"), in
+// quote marks or as a Markdown blockquote, is therefore scored on its own
+// and reported at low severity, as the rules do with a quoted override
+// (lowerWhenQuoted); the rest of the text is scored without it. The price
+// is an evasion: an attacker who frames the injection as an example gets a
+// low finding, not a flag.
 
 // maxQuotedBytes bounds a quoted example: a quotation that runs on longer is
 // not an example of a sentence, and an unclosed quote mark hides nothing.
@@ -68,15 +71,26 @@ func splitQuoted(text string) (string, []string) {
 
 // quotedSpans returns the byte ranges of the quoted examples of text,
 // between their quote marks. A quoted example is a quotation opened right
-// after an example cue (define example_cue) or right after another example
-// in a list, and closed within maxQuotedBytes.
+// after an example cue (define example_cue), after a clause announcing an
+// example (leadsInExample) or right after another example in a list, and
+// closed within maxQuotedBytes; or a Markdown blockquote after such a
+// clause.
 func quotedSpans(text string) [][2]int {
 	var spans [][2]int
 	listed := -1 // the end of the last example's closing quote
 	for i := 0; i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
+		if r == '>' && !strings.HasPrefix(text[i+size:], ">") && atLineStart(text[:i]) && leadsInExample(text[:i]) {
+			start := i + size
+			if end := blockquoteEnd(text[start:]); end > 0 {
+				spans = append(spans, [2]int{start, start + end})
+				i = start + end
+				listed = -1
+				continue
+			}
+		}
 		closer, ok := quotePairs[r]
-		if !ok || !(endsInCueWord(text[:i]) && exampleCue.MatchString(asciiLower(text[max(0, i-40):i])) || listed >= 0 && listJoin.MatchString(text[listed:i])) {
+		if !ok || !(endsInCueWord(text[:i]) && exampleCue.MatchString(asciiLower(text[max(0, i-40):i])) || leadsInExample(text[:i]) || listed >= 0 && listJoin.MatchString(text[listed:i])) {
 			i += size
 			continue
 		}
@@ -91,6 +105,82 @@ func quotedSpans(text string) [][2]int {
 		listed = i
 	}
 	return spans
+}
+
+// maxLeadInBytes bounds the clause that announces an example before its
+// colon ("One example, found in a supplier's e-mail, read:").
+const maxLeadInBytes = 120
+
+// exampleNoun names what an advisory quotes: the clause before the colon
+// calls the quotation an example, a sample or an excerpt, or says it is
+// quoted. Attacks that quote their payload say what to do with it ("reply
+// with:", "add this line:"), not that it is an example.
+var exampleNoun = regexp.MustCompile(`\b(?:examples?|samples?|instances?|excerpts?|quoted|verbatim)\b`)
+
+// leadsInExample reports whether before ends with a colon (and blanks)
+// closing a clause that announces an example (exampleNoun). The clause
+// runs back to the last sentence end or line break, at most
+// maxLeadInBytes.
+func leadsInExample(before string) bool {
+	before = strings.TrimRight(before, " \t\r\n")
+	if !strings.HasSuffix(before, ":") {
+		return false
+	}
+	clause := before[max(0, len(before)-maxLeadInBytes) : len(before)-1]
+	if r, _ := utf8.DecodeLastRuneInString(clause); quotePairs[r] != 0 || r == '\u201d' || r == '\u2019' {
+		// A JSON or YAML key ("example": "…") names a field, not an
+		// example the text explains.
+		return false
+	}
+	if i := strings.LastIndexByte(clause, '\n'); i >= 0 {
+		clause = clause[i+1:]
+	}
+	for _, end := range []string{". ", "! ", "? "} {
+		if i := strings.LastIndex(clause, end); i >= 0 {
+			clause = clause[i+len(end):]
+		}
+	}
+	// "Example:" alone heads a usage example or is a YAML key, and an
+	// attack can sit in either; an advisory says more about what it quotes
+	// ("One example, quoted as received:"). A clause holding a colon, a
+	// bracket or code marks is structured data ("{type: string, example:
+	// '…'}"), not prose.
+	return len(strings.Fields(clause)) >= minLeadInWords && !strings.ContainsAny(clause, ":{}[]()=`\"") && exampleNoun.MatchString(asciiLower(clause))
+}
+
+// minLeadInWords is the fewest words of a clause announcing an example.
+const minLeadInWords = 3
+
+// atLineStart reports whether only blanks stand between a line break (or
+// the start of the text) and the end of before.
+func atLineStart(before string) bool {
+	before = strings.TrimRight(before, " \t")
+	return before == "" || strings.HasSuffix(before, "\n")
+}
+
+// blockquoteEnd returns the length of a Markdown blockquote whose first
+// '>' has just been read: its lines up to the first line that does not
+// open with '>' (or a blank line), or -1 when it runs past maxQuotedBytes
+// or holds nothing.
+func blockquoteEnd(s string) int {
+	end := 0
+	for {
+		nl := strings.IndexByte(s[end:], '\n')
+		if nl < 0 {
+			end = len(s)
+			break
+		}
+		next := strings.TrimLeft(s[end+nl+1:], " \t")
+		if !strings.HasPrefix(next, ">") {
+			end += nl
+			break
+		}
+		end += nl + 1
+	}
+	if end > maxQuotedBytes || strings.TrimSpace(s[:end]) == "" {
+		return -1
+	}
+	return end
 }
 
 // inQuotedExample reports whether byte offset at of text lies inside one
@@ -136,7 +226,7 @@ var cueEnds = map[string]bool{
 	"with": true, "text": true, "sentence": true, "line": true, "comment": true,
 	"note": true, "string": true, "instruction": true, "phrase": true, "message": true,
 	"payload": true, "prompt": true,
-	"effect": true, "verbatim": true, "word": true, "roughly": true,
+	"effect": true, "ended": true, "verbatim": true, "word": true, "roughly": true,
 	"wrote": true, "written": true, "typed": true, "entered": true, "posted": true,
 	"pasted": true, "left": true, "field": true, "box": true, "notes": true,
 	"form": true, "chat": true, "review": true, "comments": true, "section": true,
