@@ -362,8 +362,8 @@ func main() {
 // first measured blind with the weights before it, and the weights trained
 // with more writers ranked the unseen writers' rows better
 // (bench/poisoning/DATA.md). Held out: authored4 (outputs), authored90 to
-// authored97 (measured with the eleventh stop's weights) and the
-// authored_*_heldout files.
+// authored97 (measured with the eleventh stop's weights), authored102 to
+// authored109 (not yet measured) and the authored_*_heldout files.
 var trainingBatches = []string{"authored", "authored2", "authored3", "authored5", "authored6", "authored7", "authored8", "authored9", "authored10", "authored11", "authored12", "authored13", "authored14", "authored15", "authored16", "authored17", "authored18", "authored19", "authored20", "authored21", "authored22", "authored23", "authored24", "authored25", "authored26", "authored27", "authored28", "authored29", "authored30", "authored31", "authored32", "authored33", "authored34", "authored35", "authored36", "authored37", "authored38", "authored39", "authored40", "authored41", "authored42", "authored43", "authored44", "authored45", "authored46", "authored47", "authored48", "authored49", "authored50", "authored51", "authored52", "authored53", "authored54", "authored55", "authored56", "authored57", "authored58", "authored59", "authored60", "authored61", "authored62", "authored63", "authored64", "authored65", "authored66", "authored67", "authored68", "authored69", "authored70", "authored71", "authored72", "authored73", "authored74", "authored75", "authored76", "authored77", "authored78", "authored79", "authored80", "authored81", "authored82", "authored83", "authored84", "authored85", "authored86", "authored87", "authored88", "authored89", "authored98", "authored99", "authored100", "authored101"}
 
 // blindBatch measures a batch of authored rows that no model or rule was run
