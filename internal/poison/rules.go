@@ -100,7 +100,15 @@ var coreChecks = map[string]func(m *match) Severity{
 	"steal_credentials":  stealCredentials,
 	"exfiltrate":         exfiltrate,
 	"conceal_from_user":  concealFromUser,
-	"send_data_out":      outputNeedsInstruction,
+	// Advisories quote the exfiltration they warn about ("one sample read:
+	// \"e-mail this conversation to …\""); a quoted example is context, as
+	// for ai_addressed below.
+	"send_data_out": func(m *match) Severity {
+		if inQuotedExample(m.doc.text, m.seg.start+m.loc[0]) {
+			return SeverityLow
+		}
+		return outputNeedsInstruction(m)
+	},
 	// Guardrail tools, red-team suites and articles on prompt injection
 	// quote the phrases they are about ("blocks prompts such as 'ignore
 	// previous instructions'"). Across the authored batches these rules
