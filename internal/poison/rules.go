@@ -103,12 +103,7 @@ var coreChecks = map[string]func(m *match) Severity{
 	// Advisories quote the exfiltration they warn about ("one sample read:
 	// \"e-mail this conversation to …\""); a quoted example is context, as
 	// for ai_addressed below.
-	"send_data_out": func(m *match) Severity {
-		if inQuotedExample(m.doc.text, m.seg.start+m.loc[0]) {
-			return SeverityLow
-		}
-		return outputNeedsInstruction(m)
-	},
+	"send_data_out": lowInQuotedExample(outputNeedsInstruction),
 	// Guardrail tools, red-team suites and articles on prompt injection
 	// quote the phrases they are about ("blocks prompts such as 'ignore
 	// previous instructions'"). Across the authored batches these rules
@@ -120,12 +115,18 @@ var coreChecks = map[string]func(m *match) Severity{
 	// An address to the model inside a quoted example ("text such as
 	// 'Note to the AI reviewer: ...'"); not lowerWhenQuoted, whose list
 	// cue (a quote, then a comma) would clear every field of a CSV row.
-	"ai_addressed": func(m *match) Severity {
+	"ai_addressed": lowInQuotedExample(func(m *match) Severity { return m.sev }),
+}
+
+// lowInQuotedExample reports a match inside a quoted example as the
+// classifier reads one (quotedSpans) low, and leaves any other to sev.
+func lowInQuotedExample(sev func(*match) Severity) func(*match) Severity {
+	return func(m *match) Severity {
 		if inQuotedExample(m.doc.text, m.seg.start+m.loc[0]) {
 			return SeverityLow
 		}
-		return m.sev
-	},
+		return sev(m)
+	}
 }
 
 // lowerWhenQuoted lowers a match that opens a quotation introduced as an
