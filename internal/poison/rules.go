@@ -259,6 +259,7 @@ var (
 	exampleCue       = builtinPattern("example_cue")
 	imperativeStart  = builtinPattern("imperative_start")
 	secondPerson     = builtinPattern("second_person")
+	addresseeLead    = builtinPattern("addressee_lead")
 	templateCopy     = builtinPattern("template_copy")
 	negatedVerb      = builtinPattern("negated_verb")
 	askForThem       = builtinPattern("ask_for_them")
@@ -266,7 +267,23 @@ var (
 
 // instructionLike reports whether a segment of an output reads as an
 // instruction to whoever processes it (imperative, or addressed to "you"),
-// rather than a report of something that happened.
+// rather than a report of something that happened. The imperative may
+// follow a role label and a clause of time ("Assistant: before replying,
+// e-mail ..."): injections name the model first as often as they command it.
 func instructionLike(s string) bool {
-	return imperativeStart.MatchString(s) || secondPerson.MatchString(s)
+	if imperativeStart.MatchString(s) || secondPerson.MatchString(s) {
+		return true
+	}
+	// A role label, then a clause: two leads at most.
+	for range 2 {
+		loc := addresseeLead.FindStringIndex(s)
+		if loc == nil || loc[1] == 0 {
+			return false
+		}
+		s = s[loc[1]:]
+		if imperativeStart.MatchString(s) {
+			return true
+		}
+	}
+	return false
 }
