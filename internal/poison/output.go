@@ -76,6 +76,13 @@ var outputChecks = map[string]func(m *match) Severity{
 		if strings.HasPrefix(strings.TrimLeft(s.text[m.loc[1]:], " "), ":") || columnRow(s.orig) {
 			return SeverityNone
 		}
+		// Nor does one used as a noun: a heading in capitals ("RATE
+		// CONFIRMATION", "ESTIMATE OF RECORD") or a word followed by a
+		// preposition or a number ("Review by @wkhoury", "Review on #1287",
+		// "Estimate #E-55091"), which an imperative's object never is.
+		if nounUse(s, m.loc) {
+			return SeverityNone
+		}
 		// SQL ("CREATE TABLE invoices (") is code, not a request.
 		if sqlStatement.MatchString(s.text) {
 			return SeverityNone
@@ -161,3 +168,20 @@ var sqlStatement = regexp.MustCompile(`^(?:create|alter|drop) (?:or replace )?(?
 // Name,E-mail Address"): at least three short fields, no space after any
 // comma.
 var csvHeader = regexp.MustCompile(`^[^,\s][^,]{0,40}(?:,[^,\s][^,]{0,40}){2,}$`)
+
+// nounAfter is what follows a task verb used as a noun: a preposition
+// that cannot start an imperative's object, or a number or handle.
+var nounAfter = regexp.MustCompile(`^\s*(?:(?:by|of|on|from)\b|[#@]|no\.\s*\d)`)
+
+// nounUse reports whether the task verb at loc of s is a noun: written in
+// capitals, or followed by nounAfter.
+func nounUse(s *segment, loc []int) bool {
+	verb := s.orig[loc[0]:loc[1]]
+	if i := strings.LastIndexByte(strings.TrimRight(verb, " "), ' '); i >= 0 {
+		verb = verb[i+1:] // the lead's filler words come first
+	}
+	if len(verb) > 1 && strings.ToUpper(verb) == verb && strings.ToLower(verb) != verb {
+		return true
+	}
+	return nounAfter.MatchString(s.text[loc[1]:])
+}
