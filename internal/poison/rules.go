@@ -72,6 +72,14 @@ var builtinRules = slices.Clip(builtinSet.rules)
 // (SeverityNone drops it). TestRuleChecksNameRules keeps the keys in step
 // with the files.
 var coreChecks = map[string]func(m *match) Severity{
+	"misreport_value": func(m *match) Severity {
+		// The document's text keeps its case; the rules' vocabulary is
+		// lower-case.
+		if !substitution.MatchString(strings.ToLower(m.doc.text)) {
+			return SeverityNone
+		}
+		return outputNeedsInstruction(m)
+	},
 	"hidden_markup": func(m *match) Severity {
 		if m.kind == KindOutput {
 			// "[system]" opens log lines; in an output require an
@@ -263,6 +271,7 @@ var (
 	templateCopy     = builtinPattern("template_copy")
 	negatedVerb      = builtinPattern("negated_verb")
 	askForThem       = builtinPattern("ask_for_them")
+	substitution     = builtinPattern("substitution")
 )
 
 // instructionLike reports whether a segment of an output reads as an
