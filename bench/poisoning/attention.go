@@ -401,9 +401,9 @@ var attnScalar bool
 // held-out document scored by its worst part in the bench.
 func losoClassifier(l *learned, verbose bool) {
 	for _, kind := range losoKinds {
-		docs, f, target := l.defs, l.defF, targetFPR
+		docs, f, target := l.defs, l.defF, defBudget
 		if kind == "outputs" {
-			docs, f, target = l.outs, l.outF, targetFPROutputs
+			docs, f, target = l.outs, l.outF, outBudget
 		}
 		// Every fold's held-out scores together: what one threshold would
 		// meet on a mix of writers none of the models saw. Sources of one

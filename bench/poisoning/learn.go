@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log"
 	"maps"
 	"math"
@@ -822,15 +823,26 @@ func (l *learned) definitionLogits(def *poison.LinearModel) ([][]float64, error)
 	return out, nil
 }
 
-// targetFPR is the document-level false-positive rate the definition
-// threshold is set for, on out-of-fold scores of the training documents;
-// targetFPROutputs the output threshold's. Both are the budget
-// (0.02). The clean training documents are mostly rows written to be hard
-// (honest security tools, guardrails, articles quoting injections), so the
-// real tools sit far below it: with eighteen writers in training the
-// catalogue fold flags 5 of 670 at either 0.01 or 0.02. Definitions were at
-// 0.01 while fewer hard rows put the catalogue fold near 0.034 at 0.02.
-var targetFPR, targetFPROutputs = 0.02, 0.02
+// fprBudget is what a threshold may flag of the clean training documents,
+// out of fold, in two populations: real is the share of the development
+// sets' and the real tools' clean texts (what the gateway scans), hard the
+// share of the authored benign rows (written to be hard: honest security
+// tools, guardrails, articles quoting injections). The threshold is the
+// lowest that keeps both. One pooled budget could not tell them apart: the
+// hard rows are nine in ten of the clean texts, so they alone set it.
+type fprBudget struct{ real, hard float64 }
+
+// defBudget and outBudget are the definition and output thresholds'
+// budgets (flags -target-fpr, -hard-fpr, -target-fpr-outputs,
+// -hard-fpr-outputs). Real: half the 0.02, a margin for texts
+// unlike the training ones. Hard: new writers' hard rows are flagged about
+// 1.5 times as often as out of fold (folds are by row, so a writer's other
+// rows are in training). Definitions keep 0.02 there: at 0.05 (threshold
+// 0.859) a model trained without any real tool flagged 0.027 of the 707
+// real tools, over the budget, although real tools out of fold by
+// server stayed at 0.008. Outputs take 0.05: a model trained without BIPIA
+// flagged none of its clean outputs at the lower threshold.
+var defBudget, outBudget = fprBudget{real: 0.01, hard: 0.02}, fprBudget{real: 0.01, hard: 0.05}
 
 // The L2 penalties of the dense (embedding and structural, standardised)
 // and hashed n-gram weights.
@@ -854,9 +866,9 @@ var (
 // out-of-fold scores within idx: the lowest threshold at which at most
 // target of the clean training documents are flagged. No document outside
 // idx is looked at.
-func fitWithThreshold(f *featurized, docs []doc, idx []int, target float64) (*logistic, float64) {
+func fitWithThreshold(f *featurized, docs []doc, idx []int, budget fprBudget) (*logistic, float64) {
 	const k = 5
-	var clean, bad []float64
+	var clean, realClean, hardClean, bad []float64
 	oof := map[int]float64{}
 	type sc struct {
 		s  float64
@@ -875,7 +887,7 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int, target float64) (*lo
 		m := train(f, docs, tr)
 		for _, i := range te {
 			oof[i] = docScore(m, f, i)
-			if auxNegative[docs[i].source] || calibrateReal && !docs[i].malicious && strings.HasPrefix(docs[i].source, "authored") {
+			if auxNegative[docs[i].source] {
 				// Easy extra negatives would let the threshold drop: the
 				// target FPR is a share of the clean documents that are
 				// like what the detector scans.
@@ -883,19 +895,18 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int, target float64) (*lo
 			}
 			if !docs[i].malicious {
 				clean = append(clean, docScore(m, f, i))
+				if strings.HasPrefix(docs[i].source, "authored") {
+					hardClean = append(hardClean, clean[len(clean)-1])
+				} else {
+					realClean = append(realClean, clean[len(clean)-1])
+				}
 				top = append(top, sc{clean[len(clean)-1], docs[i].id + " " + clip(docs[i].text, 80)})
 			} else {
 				bad = append(bad, docScore(m, f, i))
 			}
 		}
 	}
-	slices.Sort(clean)
-	slices.Reverse(clean)
-	allowed := int(target * float64(len(clean)))
-	th := 0.5
-	if allowed < len(clean) {
-		th = max(0.5, math.Nextafter(clean[allowed], 2))
-	}
+	th := max(budgetThreshold(realClean, budget.real), budgetThreshold(hardClean, budget.hard))
 	if debugThresholds {
 		slices.SortFunc(top, func(a, b sc) int { return cmp.Compare(b.s, a.s) })
 		for _, t := range top[:min(8, len(top))] {
@@ -944,6 +955,11 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int, target float64) (*lo
 			c := bySrc[src]
 			fmt.Printf("  out of fold at threshold %.3f, %-38s recall %s (%d of %d)  FPR %s (%d of %d)\n", th, src, ratio(c[0], c[0]+c[1]), c[0], c[0]+c[1], ratio(c[2], c[2]+c[3]), c[2], c[2]+c[3])
 		}
+		if oofScores != nil {
+			for _, i := range idx {
+				fmt.Fprintf(oofScores, "%.4f\t%s\t%s\t%t\t%.6f\n", th, docs[i].id, docs[i].source, docs[i].malicious, oof[i])
+			}
+		}
 		if won, n := pairOrder(docs, idx, oof); n > 0 {
 			// Threshold-free: a model that reads intent ranks each attack
 			// above its benign twin; one that reads the register, half.
@@ -951,6 +967,19 @@ func fitWithThreshold(f *featurized, docs []doc, idx []int, target float64) (*lo
 		}
 	}
 	return train(f, docs, idx), th
+}
+
+// budgetThreshold is the lowest threshold (at least 0.5) at which at most
+// the share target of the scores is flagged.
+func budgetThreshold(scores []float64, target float64) float64 {
+	s := slices.Clone(scores)
+	slices.Sort(s)
+	slices.Reverse(s)
+	allowed := int(target * float64(len(s)))
+	if allowed >= len(s) {
+		return 0.5
+	}
+	return max(0.5, math.Nextafter(s[allowed], 2))
 }
 
 // dropFeatures are structural features held at zero in training (flag
@@ -985,10 +1014,6 @@ func droppedViewsNote() string {
 	}
 	return fmt.Sprintf(" (the definition model's weights on the %s view held at zero)", strings.Join(dropped, ", "))
 }
-
-// calibrateReal leaves the authored benign texts out of the threshold's
-// clean-document FPR (flag -calibrate-real), an experiment.
-var calibrateReal bool
 
 // auxNegative are sources of extra benign training text that do not count
 // in the threshold's clean-document FPR.
@@ -1063,6 +1088,12 @@ func separation(docs []doc, idx []int, score map[int]float64, fpr float64) (auc,
 // printOOF prints the out-of-fold figures per source when training the
 // shipped weights.
 var printOOF bool
+
+// oofScores, when set (flag -oof-scores), receives one line per training
+// document of each model trained with printOOF: the model's threshold, the
+// document's id, source, label and out-of-fold score, so that other
+// thresholds can be weighed without training again.
+var oofScores io.Writer
 
 var debugThresholds = os.Getenv("POISON_DEBUG") != ""
 
@@ -1199,7 +1230,7 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 		}
 	}
 	if len(only) == 0 || only[0] == "definitions" {
-		dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs), targetFPR)
+		dm, dth := fitWithThreshold(l.defF, l.defs, pick(l.defs), defBudget)
 		m.Definition = dm.export(dth)
 	}
 	if len(only) == 0 || only[0] == "outputs" {
@@ -1212,7 +1243,7 @@ func (l *learned) models(keep func(d doc) bool, note string, only ...string) *po
 				}
 				l.outF.mix, l.outF.share = mix, outputDefinitionShare
 			}
-			om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs), targetFPROutputs)
+			om, oth := fitWithThreshold(l.outF, l.outs, pick(l.outs), outBudget)
 			m.Output = om.export(oth)
 			m.OutputDefinitionShare = l.outF.share
 		}

@@ -218,3 +218,30 @@ func TestDocScoreMixesDefinitionLogits(t *testing.T) {
 		t.Errorf("share 0.25, first part worst: %v, want %v", got, want)
 	}
 }
+
+// The threshold keeps both budgets: the lowest at which neither the real
+// clean texts nor the authored hard ones are flagged beyond their share.
+func TestBudgetThreshold(t *testing.T) {
+	real := make([]float64, 100)
+	for i := range real {
+		real[i] = float64(i) / 100 // 0.00 .. 0.99
+	}
+	// At most one of a hundred: above the second highest, 0.98.
+	if got := budgetThreshold(real, 0.01); got <= 0.98 || got > 0.98+1e-9 {
+		t.Errorf("budgetThreshold(real, 0.01) = %v, want just above 0.98", got)
+	}
+	// Five of a hundred: just above 0.94.
+	if got := budgetThreshold(real, 0.05); got <= 0.94 || got > 0.94+1e-9 {
+		t.Errorf("budgetThreshold(real, 0.05) = %v, want just above 0.94", got)
+	}
+	// Never below 0.5, and a budget larger than the set flags nothing more.
+	if got := budgetThreshold([]float64{0.1, 0.2}, 1); got != 0.5 {
+		t.Errorf("budgetThreshold(low, 1) = %v, want 0.5", got)
+	}
+	if got := budgetThreshold(nil, 0.01); got != 0.5 {
+		t.Errorf("budgetThreshold(nil) = %v, want 0.5", got)
+	}
+	if real[99] != 0.99 {
+		t.Error("budgetThreshold sorted its caller's slice")
+	}
+}

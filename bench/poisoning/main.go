@@ -54,14 +54,16 @@ func main() {
 	noLOSO := flag.Bool("no-loso", false, "skip the leave-one-source-out estimates")
 	fresh := flag.Bool("fresh", false, "train on all rows in memory and measure those weights instead of the committed ones (classifier.json is not written)")
 	losoOnly := flag.String("sources", "", "comma-separated sources to leave out in turn (default: every source)")
-	flag.Float64Var(&targetFPR, "target-fpr", targetFPR, "clean-document false-positive rate the definition threshold is chosen for, on out-of-fold training scores")
-	flag.Float64Var(&targetFPROutputs, "target-fpr-outputs", targetFPROutputs, "clean-document false-positive rate the output threshold is chosen for, on out-of-fold training scores")
+	flag.Float64Var(&defBudget.real, "target-fpr", defBudget.real, "share of the clean development and real-tool definitions the definition threshold may flag, out of fold")
+	flag.Float64Var(&defBudget.hard, "hard-fpr", defBudget.hard, "share of the authored benign definitions the definition threshold may flag, out of fold")
+	flag.Float64Var(&outBudget.real, "target-fpr-outputs", outBudget.real, "share of the clean development outputs the output threshold may flag, out of fold")
+	flag.Float64Var(&outBudget.hard, "hard-fpr-outputs", outBudget.hard, "share of the authored clean outputs the output threshold may flag, out of fold")
 	flag.Float64Var(&outputDefinitionShare, "output-definition-share", outputDefinitionShare, "the definition model's share of an output part's logit (0: the output model alone)")
 	flag.Float64Var(&l2Hashed, "l2-hashed", l2Hashed, "L2 penalty on the hashed n-gram weights")
 	flag.Float64Var(&l2Dense, "l2", l2Dense, "L2 penalty on the embedding and structural weights (standardised)")
 	flag.IntVar(&epochs, "epochs", epochs, "epochs of full-batch Adam")
 	flag.Float64Var(&posWeight, "pos-weight", posWeight, "share of the training loss carried by the positive instances")
-	flag.BoolVar(&calibrateReal, "calibrate-real", false, "choose the thresholds on the clean development and real-tool texts only, not the authored ones")
+	oofPath := flag.String("oof-scores", "", "with -train: write every training document's out-of-fold score to this file (tab-separated: threshold, id, source, malicious, score)")
 	flag.IntVar(&hardNeg, "hard-neg", hardNeg, "extra copies of each clean text's worst part among the negatives of the second training round")
 	flag.BoolVar(&milWhole, "mil-whole", milWhole, "keep a malicious definition's whole text as a positive in the second round")
 	flag.Float64Var(&l2Gate, "l2-gate", l2Gate, "L2 penalty on the output gate's n-gram weights")
@@ -307,8 +309,8 @@ func main() {
 	fmt.Printf("embedded %d definition and %d output documents in %v\n", len(defs), len(outs), time.Since(start).Round(time.Millisecond))
 
 	if *doTrain {
-		note := fmt.Sprintf("go run ./bench/poisoning -train -pooling %s -attn %d -attn-layers %s -attn-l2-factor %g -target-fpr %g -target-fpr-outputs %g -output-definition-share %g -l2 %g -l2-hashed %g -pos-weight %g -hard-neg %d -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings%s + %d structural features%s + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/{%s}_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s%s; thresholds: 5-fold out-of-fold clean-document FPR <= %g (definitions), %g (outputs) on the training rows",
-			pooling, attnHeads, layersFlag(), attnL2Factor, targetFPR, targetFPROutputs, outputDefinitionShare, l2Dense, l2Hashed, posWeight, hardNeg, epochs, emb.ModelID(), droppedViewsNote(), len(poison.FeatureNames), attentionNote(), hashBits, l2Gate, gateRecall, strings.Join(trainingBatches, ","), goDocNote(), readmeNote(), targetFPR, targetFPROutputs)
+		note := fmt.Sprintf("go run ./bench/poisoning -train -pooling %s -attn %d -attn-layers %s -attn-l2-factor %g -target-fpr %g -hard-fpr %g -target-fpr-outputs %g -hard-fpr-outputs %g -output-definition-share %g -l2 %g -l2-hashed %g -pos-weight %g -hard-neg %d -epochs %d: logistic regression (standardised inputs, full-batch Adam lr 0.02, two multiple-instance rounds) over %s part embeddings%s + %d structural features%s + 2^%d hashed word uni/bigrams; output gate (-l2-gate %g): the hashed n-grams alone, threshold marking %g of attacked training outputs out of fold, extra negatives from the sentences of the real tools and of GOROOT/src/{net/http,encoding/json,os,strings,text/template}/*.go; data: ../shared/bench/poisoning/{tool_defs_dev,outputs_dev}.jsonl (all rows) + bench/poisoning/{%s}_{defs,outputs}.jsonl + ../shared/bench/retrieval/tools.jsonl (707 benign tools)%s%s; thresholds: the lowest at which 5-fold out-of-fold scores flag at most %g of the clean development and real-tool definitions and %g of the authored benign ones, and %g of the clean development outputs and %g of the authored clean ones",
+			pooling, attnHeads, layersFlag(), attnL2Factor, defBudget.real, defBudget.hard, outBudget.real, outBudget.hard, outputDefinitionShare, l2Dense, l2Hashed, posWeight, hardNeg, epochs, emb.ModelID(), droppedViewsNote(), len(poison.FeatureNames), attentionNote(), hashBits, l2Gate, gateRecall, strings.Join(trainingBatches, ","), goDocNote(), readmeNote(), defBudget.real, defBudget.hard, outBudget.real, outBudget.hard)
 		if modelKind != "logistic" {
 			// The logistic note stays as it was, so that its weights reproduce.
 			what := "one-hidden-layer ReLU MLP (standardised inputs, seeded init, fixed-order mini-batch Adam, two multiple-instance rounds; hashed n-grams linear in the output)"
@@ -319,6 +321,14 @@ func main() {
 				fmt.Sprintf("-epochs %d -model %s -mlp-units %d -mlp-epochs %d -mlp-batch %d -mlp-lr %g -mlp-l2 %g: %s", epochs, modelKind, mlpUnits, mlpEpochs, mlpBatch, mlpLR, mlpL2, what), 1)
 		}
 		printOOF = true
+		if *oofPath != "" {
+			f, err := os.Create(*oofPath)
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer f.Close()
+			oofScores = f
+		}
 		m := l.models(func(doc) bool { return true }, note)
 		path := filepath.Join("internal", "poison", "classifier.json")
 		if err := writeModels(path, m); err != nil {
@@ -361,10 +371,10 @@ func main() {
 // authored98 to authored101: each writer's batch was
 // first measured blind with the weights before it, and the weights trained
 // with more writers ranked the unseen writers' rows better
-// (bench/poisoning/DATA.md). Held out: authored4 (outputs), authored90 to
-// authored97 (measured with the eleventh stop's weights), authored102 to
-// authored109 (not yet measured) and the authored_*_heldout files.
-var trainingBatches = []string{"authored", "authored2", "authored3", "authored5", "authored6", "authored7", "authored8", "authored9", "authored10", "authored11", "authored12", "authored13", "authored14", "authored15", "authored16", "authored17", "authored18", "authored19", "authored20", "authored21", "authored22", "authored23", "authored24", "authored25", "authored26", "authored27", "authored28", "authored29", "authored30", "authored31", "authored32", "authored33", "authored34", "authored35", "authored36", "authored37", "authored38", "authored39", "authored40", "authored41", "authored42", "authored43", "authored44", "authored45", "authored46", "authored47", "authored48", "authored49", "authored50", "authored51", "authored52", "authored53", "authored54", "authored55", "authored56", "authored57", "authored58", "authored59", "authored60", "authored61", "authored62", "authored63", "authored64", "authored65", "authored66", "authored67", "authored68", "authored69", "authored70", "authored71", "authored72", "authored73", "authored74", "authored75", "authored76", "authored77", "authored78", "authored79", "authored80", "authored81", "authored82", "authored83", "authored84", "authored85", "authored86", "authored87", "authored88", "authored89", "authored98", "authored99", "authored100", "authored101"}
+// (bench/poisoning/DATA.md). Held out: authored4 (outputs), authored110 to
+// authored117 (measured with the twelfth stop's weights), authored118 to
+// authored125 (not yet measured) and the authored_*_heldout files.
+var trainingBatches = []string{"authored", "authored2", "authored3", "authored5", "authored6", "authored7", "authored8", "authored9", "authored10", "authored11", "authored12", "authored13", "authored14", "authored15", "authored16", "authored17", "authored18", "authored19", "authored20", "authored21", "authored22", "authored23", "authored24", "authored25", "authored26", "authored27", "authored28", "authored29", "authored30", "authored31", "authored32", "authored33", "authored34", "authored35", "authored36", "authored37", "authored38", "authored39", "authored40", "authored41", "authored42", "authored43", "authored44", "authored45", "authored46", "authored47", "authored48", "authored49", "authored50", "authored51", "authored52", "authored53", "authored54", "authored55", "authored56", "authored57", "authored58", "authored59", "authored60", "authored61", "authored62", "authored63", "authored64", "authored65", "authored66", "authored67", "authored68", "authored69", "authored70", "authored71", "authored72", "authored73", "authored74", "authored75", "authored76", "authored77", "authored78", "authored79", "authored80", "authored81", "authored82", "authored83", "authored84", "authored85", "authored86", "authored87", "authored88", "authored89", "authored90", "authored91", "authored92", "authored93", "authored94", "authored95", "authored96", "authored97", "authored98", "authored99", "authored100", "authored101", "authored102", "authored103", "authored104", "authored105", "authored106", "authored107", "authored108", "authored109"}
 
 // blindBatch measures a batch of authored rows that no model or rule was run
 // on before: definitions as they are, outputs composed as the training
@@ -735,6 +745,14 @@ func loso(l *learned, cfg map[string]poison.Config, tools []tool, verbose bool) 
 				fmt.Printf("  full definitions through the detector: %d of %d (FPR %.3f)\n", fl, len(tools), float64(fl)/float64(len(tools)))
 				fl = catalogFPR(detAll, tools, false)
 				fmt.Printf("  + all rules: %d of %d (FPR %.3f)\n", fl, len(tools), float64(fl)/float64(len(tools)))
+				// What lower definition thresholds would cost on real
+				// tools the model never saw.
+				for _, t := range []float64{0.80, 0.85, 0.90} {
+					mt, def := *m, *m.Definition
+					def.Threshold, mt.Definition = t, &def
+					fl := catalogFPR(build(cfg, poison.Options{Embedder: l.emb, Models: &mt, AllRules: true}), tools, false)
+					fmt.Printf("  + all rules, definition threshold %.2f: %d of %d (FPR %.3f)\n", t, fl, len(tools), float64(fl)/float64(len(tools)))
+				}
 			}
 		}
 	}

@@ -178,6 +178,12 @@ func TestCueEndsCoverExampleCues(t *testing.T) {
 				if _, ok := quotePairs[c]; !ok || !exampleCue.MatchString(asciiLower(r.Text[max(0, i-40):i])) {
 					continue
 				}
+				if gluedCueWord(r.Text[:i]) {
+					// "schemas/Reading'", "trip.ended\"": the cue word is
+					// the tail of a path or a dotted name, which the
+					// whole-word prefilter rightly passes over.
+					continue
+				}
 				checked++
 				if !endsInCueWord(r.Text[:i]) {
 					t.Errorf("%s: the cue before offset %d (%q) ends in a word missing from cueEnds", r.ID, i, r.Text[max(0, i-40):i])
@@ -188,6 +194,15 @@ func TestCueEndsCoverExampleCues(t *testing.T) {
 	if checked < 100 {
 		t.Errorf("only %d cued quotations in the authored batches: the check reads nothing", checked)
 	}
+}
+
+// gluedCueWord reports whether the word before a quote mark is joined to a
+// path or a dotted name ("a/b/Reading", "trip.ended").
+func gluedCueWord(before string) bool {
+	before = strings.TrimRight(before, " \t\n:,(")
+	w := before[strings.LastIndexAny(before, " \t\n(\"'[{")+1:]
+	w = strings.TrimSuffix(strings.TrimSuffix(w, "e.g."), "i.e.")
+	return strings.ContainsAny(w, "/.")
 }
 
 // "E-mail" is a verb of exfiltration where a verb stands; the noun is not,
