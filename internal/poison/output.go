@@ -20,6 +20,9 @@ import (
 //     and send them out, log keys, mine, propagate or destroy.
 
 var outputChecks = map[string]func(m *match) Severity{
+	// Advisories on prompt injection quote the note to summarisers they
+	// warn about; a quoted example is context, as for ai_addressed.
+	"steer_summary": lowInQuotedExample(func(m *match) Severity { return m.sev }),
 	// Directs how the model writes its response.
 	"response_directive": func(m *match) Severity {
 		pre := m.seg.text[:m.loc[0]]
