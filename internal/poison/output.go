@@ -22,7 +22,7 @@ import (
 var outputChecks = map[string]func(m *match) Severity{
 	// Advisories on prompt injection quote the note to summarisers they
 	// warn about; a quoted example is context, as for ai_addressed.
-	"steer_summary": lowInQuotedExample(func(m *match) Severity { return m.sev }),
+	"steer_summary": lowInQuotedExample(ruleSeverity),
 	// Directs how the model writes its response.
 	"response_directive": func(m *match) Severity {
 		pre := m.seg.text[:m.loc[0]]

@@ -123,8 +123,11 @@ var coreChecks = map[string]func(m *match) Severity{
 	// An address to the model inside a quoted example ("text such as
 	// 'Note to the AI reviewer: ...'"); not lowerWhenQuoted, whose list
 	// cue (a quote, then a comma) would clear every field of a CSV row.
-	"ai_addressed": lowInQuotedExample(func(m *match) Severity { return m.sev }),
+	"ai_addressed": lowInQuotedExample(ruleSeverity),
 }
+
+// ruleSeverity is the severity the rule file gives a match, unchanged.
+func ruleSeverity(m *match) Severity { return m.sev }
 
 // lowInQuotedExample reports a match inside a quoted example as the
 // classifier reads one (quotedSpans) low, and leaves any other to sev.
