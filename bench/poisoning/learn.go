@@ -524,37 +524,8 @@ func standardize(ins []instance) (xs [][]float64, mu, sd []float64) {
 // folded back into the weights. Deterministic: no sampling, fixed iteration
 // count.
 func fitLogistic(ins []instance, ys []bool) *logistic {
-	raw := make([][]float32, len(ins))
-	for i, in := range ins {
-		raw[i] = in.x
-	}
-	dim := len(raw[0])
-	nh := 1 << hashBits
-	mu, sd := make([]float64, dim), make([]float64, dim)
-	for _, x := range raw {
-		for j, v := range x {
-			mu[j] += float64(v)
-		}
-	}
-	for j := range mu {
-		mu[j] /= float64(len(raw))
-	}
-	for _, x := range raw {
-		for j, v := range x {
-			d := float64(v) - mu[j]
-			sd[j] += d * d
-		}
-	}
-	for j := range sd {
-		sd[j] = math.Sqrt(sd[j]/float64(len(raw))) + 1e-3
-	}
-	xs := make([][]float64, len(raw))
-	for i, x := range raw {
-		xs[i] = make([]float64, dim)
-		for j, v := range x {
-			xs[i][j] = (float64(v) - mu[j]) / sd[j]
-		}
-	}
+	xs, mu, sd := standardize(ins)
+	dim, nh := len(mu), 1<<hashBits
 	npos, nneg := classCounts(ys)
 	wpos, wneg := posWeight/max(npos, 1), (1-posWeight)/max(nneg, 1)
 	const (
