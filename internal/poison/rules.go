@@ -108,6 +108,10 @@ var coreChecks = map[string]func(m *match) Severity{
 	"steal_credentials":  stealCredentials,
 	"exfiltrate":         exfiltrate,
 	"conceal_from_user":  concealFromUser,
+	// Advisories quote the hidden edit or the overruled choice they warn
+	// about; a quoted example is context.
+	"conceal_change":       lowInQuotedExample(ruleSeverity),
+	"override_user_choice": lowInQuotedExample(ruleSeverity),
 	// Advisories quote the exfiltration they warn about ("one sample read:
 	// \"e-mail this conversation to …\""); a quoted example is context, as
 	// for ai_addressed below.
