@@ -1,7 +1,6 @@
 package poison
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -31,28 +30,16 @@ func catalogue(t *testing.T) string {
 // rules (kept next to the classifier) are checked on their own as well, so a
 // failure says which set lost ground.
 func TestRulesQuietOnRealTools(t *testing.T) {
-	path := catalogue(t)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	d, err := NewDetector(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	n := 0
-	for sc.Scan() {
-		var tool struct {
-			Server, Name, Description string
-			InputSchema               json.RawMessage
-		}
-		if err := json.Unmarshal(sc.Bytes(), &tool); err != nil {
-			t.Fatal(err)
-		}
-		n++
+	path := catalogue(t)
+	tools := jsonLines[struct {
+		Server, Name, Description string
+		InputSchema               json.RawMessage
+	}](t, path)
+	for _, tool := range tools {
 		if v := d.ScanDefinition(tool.Name, tool.Description, tool.InputSchema); v.Malicious {
 			var rules []string
 			for _, f := range v.Findings {
@@ -67,7 +54,7 @@ func TestRulesQuietOnRealTools(t *testing.T) {
 			t.Errorf("%s__%s flagged: %v", tool.Server, tool.Name, rules)
 		}
 	}
-	if n < 700 {
-		t.Fatalf("read %d tools from %s", n, path)
+	if len(tools) < 700 {
+		t.Fatalf("read %d tools from %s", len(tools), path)
 	}
 }

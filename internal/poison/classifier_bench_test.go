@@ -1,7 +1,6 @@
 package poison
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -30,24 +29,13 @@ func output4KB(salt int) string {
 func authoredRows(tb testing.TB) (carriers, attacks []string) {
 	tb.Helper()
 	for _, name := range []string{"authored_outputs.jsonl", "authored2_outputs.jsonl"} {
-		f, err := os.Open(filepath.Join("..", "..", "bench", "poisoning", name))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var r struct{ Text, Role string }
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				tb.Fatal(err)
-			}
+		for _, r := range jsonLines[struct{ Text, Role string }](tb, filepath.Join("..", "..", "bench", "poisoning", name)) {
 			if r.Role == "attack" {
 				attacks = append(attacks, r.Text)
 			} else {
 				carriers = append(carriers, r.Text)
 			}
 		}
-		f.Close()
 	}
 	return carriers, attacks
 }

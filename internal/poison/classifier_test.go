@@ -1,8 +1,6 @@
 package poison
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -316,21 +314,7 @@ type probe struct {
 
 func loadProbes(t *testing.T, path string) []probe {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []probe
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var p probe
-		if err := jsonUnmarshal(sc.Bytes(), &p); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, p)
-	}
-	return out
+	return jsonLines[probe](t, path)
 }
 
 // TestProbes runs the shipped detector (classifier + every rule) on
@@ -485,8 +469,6 @@ const (
 	probeBenignFlaggedOutputs     = 1  // of 11
 	probeBenignFlaggedDefinitions = 1  // of 23
 )
-
-var jsonUnmarshal = json.Unmarshal
 
 // TestStructuralFeatures pins the feature added for a kind the classifier
 // missed, reading a local secret file as a precondition: texts it must see

@@ -1,10 +1,7 @@
 package poison
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"regexp/syntax"
@@ -27,24 +24,13 @@ func ruleExamples(t *testing.T) []ruleExample {
 	t.Helper()
 	var out []ruleExample
 	read := func(path string, kind Kind) {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var r struct {
-				Text      string `json:"text"`
-				Label     string `json:"label"`
-				Malicious *bool  `json:"malicious"`
-				Kind      string `json:"kind"`
-				Role      string `json:"role"`
-			}
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
+		for _, r := range jsonLines[struct {
+			Text      string `json:"text"`
+			Label     string `json:"label"`
+			Malicious *bool  `json:"malicious"`
+			Kind      string `json:"kind"`
+			Role      string `json:"role"`
+		}](t, path) {
 			mal := r.Label == "malicious" || r.Role == "attack" || (r.Malicious != nil && *r.Malicious)
 			if r.Label == "" && r.Malicious == nil && r.Role == "" {
 				mal = true // held-out fixtures hold attacks only
