@@ -110,7 +110,7 @@ var coreChecks = map[string]func(m *match) Severity{
 	"conceal_from_user":  concealFromUser,
 	// Advisories quote the hidden edit or the overruled choice they warn
 	// about; a quoted example is context.
-	"conceal_change":       lowInQuotedExample(ruleSeverity),
+	"conceal_change":       lowInQuotedExample(concealChange),
 	"override_user_choice": lowInQuotedExample(ruleSeverity),
 	// Advisories quote the exfiltration they warn about ("one sample read:
 	// \"e-mail this conversation to …\""); a quoted example is context, as
@@ -129,6 +129,18 @@ var coreChecks = map[string]func(m *match) Severity{
 	// cue (a quote, then a comma) would clear every field of a CSV row.
 	"ai_addressed": lowInQuotedExample(ruleSeverity),
 }
+
+// concealChange drops a match whose thing hidden is "this" or "his": the
+// rule's plural branch ([a-z]+s) reads them as plurals, and "do not say
+// this was removed until the call returns" is an honest rule.
+func concealChange(m *match) Severity {
+	if singularDeictic.MatchString(m.seg.text[m.loc[0]:m.loc[1]]) {
+		return SeverityNone
+	}
+	return m.sev
+}
+
+var singularDeictic = regexp.MustCompile(`\b(?:this|his)(?: [\w-]+)? (?:was|is|has been|got)\b`)
 
 // ruleSeverity is the severity the rule file gives a match, unchanged.
 func ruleSeverity(m *match) Severity { return m.sev }
