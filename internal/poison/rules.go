@@ -140,8 +140,6 @@ func concealChange(m *match) Severity {
 	return m.sev
 }
 
-var singularDeictic = regexp.MustCompile(`\b(?:this|his)(?: [\w-]+)? (?:was|is|has been|got)\b`)
-
 // ruleSeverity is the severity the rule file gives a match, unchanged.
 func ruleSeverity(m *match) Severity { return m.sev }
 
@@ -291,6 +289,7 @@ var (
 	negatedVerb      = builtinPattern("negated_verb")
 	askForThem       = builtinPattern("ask_for_them")
 	substitution     = builtinPattern("substitution")
+	singularDeictic  = builtinPattern("singular_deictic")
 )
 
 // instructionLike reports whether a segment of an output reads as an
